@@ -1,0 +1,485 @@
+#!/usr/bin/env bash
+# Benchmarks sockferry against direct sockets, socat and systemd-socket-proxyd with sf-load.
+#
+#   bench/run.sh [BUILDDIR]        (default BUILDDIR: build-bench next to bench/)
+#
+# Environment:
+#   RUNS=1            repeats of the speed tests; with more than one, medians and min–max
+#   SECONDS_PER=3     seconds per test
+#   STREAMS=4         streams of the parallel download test
+#   CONC=4            concurrent clients of the connection test
+#   IDLE_COUNTS="1000 10000"   idle connections held in the memory test
+#   MODE=all          all | speed | memory
+#   ONLY=             contenders to run (default: every one available):
+#                     tcp unix socat proxyd sockferry sf-auth
+#   SF_ARGS=          extra arguments for `sockferry relay` (e.g. -q)
+#   WAIT_QUIET=0      before each contender, wait up to this many seconds for the machine to be
+#                     idle (under 10 % busy over 1 s); the busy % found is recorded either way
+#   OUT=BUILDDIR/bench-results   results.tsv, summary.tsv, memory.tsv and table.md go there
+#
+# Everything runs on 127.0.0.1 and unix sockets in a temporary directory; every process this
+# script starts is stopped again when it exits.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+BUILD=$(cd "${1:-$HERE/../build-bench}" && pwd)
+RUNS=${RUNS:-1}
+SECONDS_PER=${SECONDS_PER:-3}
+STREAMS=${STREAMS:-4}
+CONC=${CONC:-4}
+IDLE_COUNTS=${IDLE_COUNTS:-"1000 10000"}
+MODE=${MODE:-all}
+SF_ARGS=${SF_ARGS:-}
+WAIT_QUIET=${WAIT_QUIET:-0}
+OUT=${OUT:-$BUILD/bench-results}
+SF_LOAD=$BUILD/bench/sf-load
+SOCKFERRY=$BUILD/shim/sockferry
+PROXYD=/lib/systemd/systemd-socket-proxyd
+[[ -x $PROXYD ]] || PROXYD=/usr/lib/systemd/systemd-socket-proxyd
+
+die() { echo "run.sh: $*" >&2; exit 1; }
+[[ -x $SF_LOAD ]] || die "$SF_LOAD not found: build with ninja -C $BUILD"
+case $MODE in all|speed|memory) ;; *) die "MODE must be all, speed or memory" ;; esac
+
+ulimit -n "$(ulimit -Hn)"
+HARD_NOFILE=$(ulimit -n)
+CLK_TCK=$(getconf CLK_TCK)
+TMO=$(awk -v s="$SECONDS_PER" 'BEGIN { printf "%d", s * 3 + 30 }')
+
+T=$(mktemp -d /tmp/sf-bench.XXXXXX)
+STARTED=()
+HOLD_FD=
+
+# Every live pid in the process trees below the given roots (socat forks a child per connection).
+tree() {
+        ps -e -o pid=,ppid= | awk -v roots="$*" '
+                BEGIN { n = split(roots, r, " "); for (i = 1; i <= n; i++) keep[r[i]] = 1 }
+                { pid[NR] = $1; par[$1] = $2 }
+                END {
+                        do {
+                                grew = 0
+                                for (i = 1; i <= NR; i++)
+                                        if (!(pid[i] in keep) && (par[pid[i]] in keep)) { keep[pid[i]] = 1; grew = 1 }
+                        } while (grew)
+                        for (p in keep) if (p in par) print p
+                }'
+}
+
+# Contents of /proc/PID/FILE for every process of the trees; processes may vanish meanwhile.
+proc_cat() {
+        local file=$1 p paths=()
+        shift
+        for p in $(tree "$@"); do paths+=("/proc/$p/$file"); done
+        ((${#paths[@]})) || return 0
+        cat "${paths[@]}" 2>/dev/null || true
+}
+
+cpu_ticks() { proc_cat stat "$@" | awk '{ sub(/^.*\) /, ""); s += $12 + $13 + $14 + $15 } END { printf "%d\n", s }'; }
+status_kb() { local key=$1; shift; proc_cat status "$@" | awk -v k="$key:" '$1 == k { s += $2 } END { printf "%d\n", s }'; }
+pss_kb() { proc_cat smaps_rollup "$@" | awk '$1 == "Pss:" { s += $2 } END { printf "%d\n", s }'; }
+fd_count() {
+        local p dirs=()
+        for p in $(tree "$@"); do dirs+=("/proc/$p/fd"); done
+        { find "${dirs[@]}" -mindepth 1 -maxdepth 1 2>/dev/null || true; } | wc -l
+}
+# Percentage of all CPU time spent busy during the next second.
+busy_pct() {
+        local a b
+        read -ra a </proc/stat
+        sleep 1
+        read -ra b </proc/stat
+        awk -v a="${a[*]:1:8}" -v b="${b[*]:1:8}" 'BEGIN {
+                split(a, x, " "); split(b, y, " ")
+                for (i = 1; i <= 8; i++) { d = y[i] - x[i]; all += d; if (i == 4 || i == 5) idle += d }
+                printf "%d\n", all ? 100 * (all - idle) / all : 0
+        }'
+}
+
+wait_quiet() {
+        local until=$((SECONDS + WAIT_QUIET)) b
+        while b=$(busy_pct); ((b >= 10 && SECONDS < until)); do :; done
+        echo "$b"
+}
+
+mem_avail_kb() { awk '$1 == "MemAvailable:" { print $2 }' /proc/meminfo; }
+
+kill_trees() {
+        local pids p
+        (($#)) || return 0
+        mapfile -t pids < <(tree "$@")
+        ((${#pids[@]} == 0)) || kill "${pids[@]}" 2>/dev/null || true
+        for p in "$@"; do wait "$p" 2>/dev/null || true; done
+}
+
+cleanup() {
+        [[ -n $HOLD_FD ]] && exec {HOLD_FD}>&-
+        kill_trees "${STARTED[@]}"
+        rm -rf "$T"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+free_port() {
+        local p
+        for ((p = 20000 + RANDOM % 10000; ; p++)); do
+                (echo >"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
+        done
+}
+
+kv() { awk -v k="$2" '{ for (i = 1; i <= NF; i++) if (index($i, k "=") == 1) print substr($i, length(k) + 2) }' <<<"$1"; }
+calc() { awk "BEGIN { printf \"%.6g\n\", $1 }"; }
+
+# Runs one sf-load test against EP and prints its line; prints nothing when it fails (logged).
+measure() {
+        local line
+        if line=$(timeout "$TMO" "$SF_LOAD" "$@" --connect "$EP" 2>>"$T/client.log"); then
+                echo "$line"
+        else
+                echo "run.sh: $NAME: sf-load $* failed: $(tail -n 1 "$T/client.log")" >&2
+        fi
+}
+
+wait_ready() {
+        local i p
+        for ((i = 0; i < 200; i++)); do
+                "$SF_LOAD" pingpong --connect "$1" --seconds 0.01 >/dev/null 2>&1 && return 0
+                for p in "${ROOTS[@]}"; do kill -0 "$p" 2>/dev/null || die "$NAME exited, see $T/$NAME.log"; done
+                sleep 0.05
+        done
+        die "$1 did not come up"
+}
+
+# ---- contenders ----
+
+SRV_PORT=$(free_port)
+"$SF_LOAD" server --listen "tcp:127.0.0.1:$SRV_PORT" 2>>"$T/server.log" & STARTED+=($!)
+"$SF_LOAD" server --listen "unix:$T/srv.sock" 2>>"$T/server.log" & STARTED+=($!)
+LINK_PORT=$(free_port)
+while ((LINK_PORT == SRV_PORT)); do LINK_PORT=$(free_port); done
+MAXC=20000
+for n in $IDLE_COUNTS; do ((n + 100 > MAXC)) && MAXC=$((n + 100)); done
+
+AVAILABLE=(tcp unix)
+command -v socat >/dev/null && AVAILABLE+=(socat)
+[[ -x $PROXYD ]] && command -v systemd-socket-activate >/dev/null && AVAILABLE+=(proxyd)
+if [[ -x $SOCKFERRY ]]; then
+        AVAILABLE+=(sockferry)
+        "$SOCKFERRY" keygen -o "$T/token" >/dev/null 2>&1 && AVAILABLE+=(sf-auth)
+fi
+CONTENDERS=()
+for c in "${AVAILABLE[@]}"; do
+        [[ -z ${ONLY:-} || " $ONLY " == *" $c "* ]] && CONTENDERS+=("$c")
+done
+
+# Descriptors a contender holds per open connection, to keep within the hard RLIMIT_NOFILE.
+fds_per_conn() {
+        case $1 in
+        proxyd) echo 6 ;;            # two sockets and two pipes for splice()
+        sockferry|sf-auth) echo 2 ;;
+        *) echo 1 ;;                 # socat: one child per connection; client and server hold one
+        esac
+}
+
+# Starts contender $1; sets EP (where clients connect) and ROOTS (relay processes).
+start_contender() {
+        NAME=$1
+        ROOTS=()
+        case $NAME in
+        tcp) EP=tcp:127.0.0.1:$SRV_PORT ;;
+        unix) EP=unix:$T/srv.sock ;;
+        socat)
+                EP=unix:$T/socat.sock
+                socat "UNIX-LISTEN:$T/socat.sock,fork,reuseaddr" "TCP:127.0.0.1:$SRV_PORT" 2>>"$T/$NAME.log" &
+                ROOTS=($!)
+                ;;
+        proxyd)
+                EP=unix:$T/proxyd.sock
+                (trap '' PIPE; exec systemd-socket-activate -l "$T/proxyd.sock" \
+                        "$PROXYD" --connections-max="$MAXC" "127.0.0.1:$SRV_PORT") 2>>"$T/$NAME.log" &
+                ROOTS=($!)
+                ;;
+        sockferry)
+                EP=unix:$T/sf.sock
+                # shellcheck disable=SC2086
+                "$SOCKFERRY" relay $SF_ARGS \
+                        -F "b:unix:$T/sf.sock=tcp:127.0.0.1:$SRV_PORT,max-conns=$MAXC" 2>>"$T/$NAME.log" &
+                ROOTS=($!)
+                ;;
+        sf-auth)
+                EP=unix:$T/sfa.sock
+                # shellcheck disable=SC2086
+                "$SOCKFERRY" relay $SF_ARGS -F "host:tcp:127.0.0.1:$LINK_PORT=unix:$T/srv.sock,auth=token,token-file=$T/token,max-conns=$MAXC" \
+                        2>>"$T/$NAME.log" &
+                ROOTS=($!)
+                # shellcheck disable=SC2086
+                "$SOCKFERRY" relay $SF_ARGS -F "ctr:unix:$T/sfa.sock=tcp:127.0.0.1:$LINK_PORT,auth=token,token-file=$T/token,max-conns=$MAXC" \
+                        2>>"$T/$NAME.log" &
+                ROOTS+=($!)
+                ;;
+        esac
+        STARTED+=("${ROOTS[@]}")
+        wait_ready "$EP"
+}
+
+stop_contender() {
+        kill_trees "${ROOTS[@]}"
+        ROOTS=()
+}
+
+# A failed test is recorded as "fail".
+rec() { printf '%s\t%s\t%s\t%s\n' "$1" "$NAME" "$2" "${3:-fail}" >>"$OUT/results.tsv"; }
+
+# Largest sum of VmHWM over the relay's process tree, sampled; written to $T/peak.
+sampler() {
+        local peak=0 v
+        while :; do
+                v=$(status_kb VmHWM "$@")
+                if ((v > peak)); then peak=$v; echo "$peak" >"$T/peak"; fi
+                sleep 0.5
+        done
+}
+
+speed_one() {
+        local run=$1 line bytes=0 b c0 c1 c2 c3 f0 n sampler_pid t dir streams key quiet
+        quiet=$(wait_quiet)
+        start_contender "$2"
+        rec "$run" busy_pct "$quiet"
+        if ((${#ROOTS[@]})); then
+                echo 0 >"$T/peak"
+                sampler "${ROOTS[@]}" &
+                sampler_pid=$!
+                STARTED+=("$sampler_pid")
+                f0=$(fd_count "${ROOTS[@]}")
+                c0=$(cpu_ticks "${ROOTS[@]}")
+        fi
+        for t in "up 1 up" "down 1 down" "down $STREAMS downN"; do
+                read -r dir streams key <<<"$t"
+                line=$(measure throughput --dir "$dir" --streams "$streams" --seconds "$SECONDS_PER")
+                rec "$run" "${key}_mib_s" "$(kv "$line" mib_s)"
+                b=$(kv "$line" bytes)
+                bytes=$((bytes + ${b:-0}))
+        done
+        ((${#ROOTS[@]})) && c1=$(cpu_ticks "${ROOTS[@]}")
+        line=$(measure pingpong --seconds "$SECONDS_PER")
+        rec "$run" rtt_s "$(kv "$line" rtt_s)"
+        rec "$run" rtt_p50_us "$(kv "$line" p50_us)"
+        rec "$run" rtt_p99_us "$(kv "$line" p99_us)"
+        ((${#ROOTS[@]})) && c2=$(cpu_ticks "${ROOTS[@]}")
+        line=$(measure conns --concurrency "$CONC" --seconds "$SECONDS_PER")
+        n=$(kv "$line" n)
+        rec "$run" conns_s "$(kv "$line" conns_s)"
+        rec "$run" conn_p50_us "$(kv "$line" p50_us)"
+        rec "$run" conns_n "$n"
+        rec "$run" conn_errors "$(kv "$line" errors)"
+        if ((${#ROOTS[@]})); then
+                sleep 0.5 # let the relay close the last connections (and socat reap its children)
+                c3=$(cpu_ticks "${ROOTS[@]}")
+                ((bytes > 0)) && rec "$run" cpu_s_gib "$(calc "($c1 - $c0) / $CLK_TCK / ($bytes / 1073741824)")"
+                ((${n:-0} > 0)) && rec "$run" cpu_ms_kconn "$(calc "($c3 - $c2) * 1000 / $CLK_TCK / ($n / 1000)")"
+                rec "$run" fds_before "$f0"
+                rec "$run" fds_after "$(fd_count "${ROOTS[@]}")"
+                kill "$sampler_pid"
+                wait "$sampler_pid" 2>/dev/null || true
+                rec "$run" peak_rss_mib "$(calc "$(cat "$T/peak") / 1024")"
+        fi
+        stop_contender
+}
+
+# Opens $1 idle connections to EP and holds them until release_idle; sets IDLE_PID.
+hold_idle() {
+        rm -f "$T/hold" "$T/idle.out"
+        mkfifo "$T/hold"
+        "$SF_LOAD" idle --connect "$EP" --count "$1" <"$T/hold" >"$T/idle.out" 2>>"$T/idle.log" &
+        IDLE_PID=$!
+        STARTED+=("$IDLE_PID")
+        exec {HOLD_FD}>"$T/hold"
+        for ((i = 0; i < 3000; i++)); do
+                [[ -s $T/idle.out ]] && return 0
+                kill -0 "$IDLE_PID" 2>/dev/null || break
+                sleep 0.1
+        done
+        die "idle client for $NAME failed: $(tail -n 3 "$T/idle.log")"
+}
+
+release_idle() {
+        exec {HOLD_FD}>&-
+        HOLD_FD=
+        wait "$IDLE_PID" || true
+}
+
+memory_one() {
+        local want eff cap base_fds a0 i line
+        start_contender "$1"
+        sleep 0.3
+        base_fds=$(fd_count "${ROOTS[@]}")
+        rec mem mem_base_rss_kib "$(status_kb VmRSS "${ROOTS[@]}")"
+        rec mem mem_base_pss_kib "$(pss_kb "${ROOTS[@]}")"
+        cap=$(((HARD_NOFILE - 64) / $(fds_per_conn "$NAME")))
+        for want in $IDLE_COUNTS; do
+                eff=$((want < cap ? want : cap))
+                a0=$(mem_avail_kb)
+                hold_idle "$eff"
+                sleep 0.5
+                line=$(cat "$T/idle.out")
+                rec mem "mem_${want}_open" "$(kv "$line" open)"
+                rec mem "mem_${want}_rss_kib" "$(status_kb VmRSS "${ROOTS[@]}")"
+                rec mem "mem_${want}_pss_kib" "$(pss_kb "${ROOTS[@]}")"
+                rec mem "mem_${want}_fds" "$(fd_count "${ROOTS[@]}")"
+                rec mem "mem_${want}_sys_kib" "$((a0 - $(mem_avail_kb)))"
+                release_idle
+                for ((i = 0; i < 200; i++)); do
+                        (($(fd_count "${ROOTS[@]}") <= base_fds + 2)) && break
+                        sleep 0.1
+                done
+        done
+        stop_contender
+}
+
+# ---- report ----
+
+METRICS='up_mib_s	upload MiB/s, 1 stream	r
+down_mib_s	download MiB/s, 1 stream	r
+downN_mib_s	download MiB/s, STREAMS streams	r
+rtt_s	1-byte round trips/s	r
+rtt_p50_us	round trip p50 µs	r
+rtt_p99_us	round trip p99 µs	r
+conns_s	connections/s, CONC concurrent	r
+conn_p50_us	connect+first byte p50 µs	r
+conn_errors	connection errors	-
+conns_n	connections in the churn	-
+cpu_s_gib	relay CPU s per GiB moved	-
+cpu_ms_kconn	relay CPU ms per 1000 conns	-
+peak_rss_mib	relay peak RSS MiB (Σ VmHWM)	-
+fds_before	relay fds before the churn	-
+fds_after	relay fds after the churn	-
+busy_pct	machine busy % just before (other load)	-'
+
+# summary.tsv: metric, contender, median, min, max, ratio to tcp's median (or -), failed runs;
+# the median, min and max are "-" when every run failed.
+summarize() {
+        awk -F'\t' -v order="${CONTENDERS[*]}" -v metrics="$METRICS" '
+                BEGIN {
+                        nc = split(order, con, " ")
+                        nm = split(metrics, lines, "\n")
+                        for (i = 1; i <= nm; i++) { split(lines[i], f, "\t"); met[i] = f[1]; ratio[f[1]] = f[3] == "r" }
+                }
+                $1 != "mem" { k = $3 SUBSEP $2; seen[k] = 1; if ($4 == "fail") fails[k]++; else v[k, ++cnt[k]] = $4 }
+                END {
+                        for (i = 1; i <= nm; i++) for (j = 1; j <= nc; j++) {
+                                k = met[i] SUBSEP con[j]; n = cnt[k]
+                                if (!n) continue
+                                for (a = 1; a <= n; a++) s[a] = v[k, a] + 0
+                                for (a = 2; a <= n; a++) for (b = a; b > 1 && s[b - 1] > s[b]; b--) { t = s[b]; s[b] = s[b - 1]; s[b - 1] = t }
+                                med[k] = n % 2 ? s[(n + 1) / 2] : (s[n / 2] + s[n / 2 + 1]) / 2
+                                lo[k] = s[1]; hi[k] = s[n]
+                        }
+                        for (i = 1; i <= nm; i++) for (j = 1; j <= nc; j++) {
+                                k = met[i] SUBSEP con[j]
+                                if (!(k in seen)) continue
+                                if (!(k in med)) {
+                                        printf "%s\t%s\t-\t-\t-\t-\t%d\n", met[i], con[j], fails[k]
+                                        continue
+                                }
+                                base = met[i] SUBSEP "tcp"
+                                r = ratio[met[i]] && (base in med) && med[base] > 0 ? sprintf("%.3f", med[k] / med[base]) : "-"
+                                printf "%s\t%s\t%g\t%g\t%g\t%s\t%d\n", met[i], con[j], med[k], lo[k], hi[k], r, fails[k]
+                        }
+                }' "$OUT/results.tsv" >"$OUT/summary.tsv"
+}
+
+table() {
+        awk -F'\t' -v order="${CONTENDERS[*]}" -v metrics="$METRICS" -v runs="$RUNS" \
+                -v streams="$STREAMS" -v conc="$CONC" '
+                function fmt(x) { return x >= 100 || x == int(x) ? sprintf("%.0f", x) : x >= 10 ? sprintf("%.1f", x) : sprintf("%.2f", x) }
+                function row(label, what,   j, k, out) {
+                        out = "| " label
+                        for (j = 1; j <= nc; j++) {
+                                k = m SUBSEP con[j]
+                                if (!(k in med)) { out = out " | –"; continue }
+                                if (med[k] == "-") { out = out " | failed"; continue }
+                                if (what == "v") out = out " | " fmt(med[k]) (rat[k] != "-" ? " (×" sprintf("%.2f", rat[k]) ")" : "")
+                                else out = out " | " fmt(lo[k]) "–" fmt(hi[k])
+                                if (nf[k]) out = out " (" nf[k] " failed)"
+                        }
+                        print out " |"
+                }
+                function header(title,   j, out, sep) {
+                        out = "| " title; sep = "|---"
+                        for (j = 1; j <= nc; j++) { out = out " | " con[j]; sep = sep "|---:" }
+                        print out " |"; print sep "|"
+                }
+                BEGIN { nc = split(order, con, " "); nm = split(metrics, lines, "\n") }
+                { k = $1 SUBSEP $2; med[k] = $3; lo[k] = $4; hi[k] = $5; rat[k] = $6; nf[k] = $7; has[$1] = 1 }
+                END {
+                        header(runs > 1 ? "median of " runs " runs (× vs tcp)" : "metric (× vs tcp)")
+                        for (i = 1; i <= nm; i++) {
+                                split(lines[i], f, "\t"); m = f[1]
+                                if (!has[m]) continue
+                                gsub(/STREAMS/, streams, f[2]); gsub(/CONC/, conc, f[2])
+                                row(f[2], "v")
+                        }
+                        if (runs < 2) exit
+                        print ""
+                        header("min–max of " runs " runs")
+                        for (i = 1; i <= nm; i++) {
+                                split(lines[i], f, "\t"); m = f[1]
+                                if (!has[m]) continue
+                                gsub(/STREAMS/, streams, f[2]); gsub(/CONC/, conc, f[2])
+                                row(f[2], "r")
+                        }
+                }' "$OUT/summary.tsv"
+}
+
+memory_table() {
+        awk -F'\t' -v order="${CONTENDERS[*]}" -v counts="$IDLE_COUNTS" '
+                function mib(x) { return sprintf("%.1f", x / 1024) }
+                BEGIN { nc = split(order, con, " "); nn = split(counts, cnt, " ") }
+                $1 == "mem" { v[$2, $3] = $4; seen[$2] = 1 }
+                END {
+                        print "| relay | idle conns (open) | Σ RSS MiB | Σ PSS MiB | PSS per conn KiB | fds | MemAvailable drop MiB |"
+                        print "|---|---:|---:|---:|---:|---:|---:|"
+                        for (j = 1; j <= nc; j++) {
+                                c = con[j]
+                                if (!seen[c]) continue
+                                printf "| %s | 0 | %s | %s | – | – | – |\n", c, mib(v[c, "mem_base_rss_kib"]), mib(v[c, "mem_base_pss_kib"])
+                                for (i = 1; i <= nn; i++) {
+                                        p = "mem_" cnt[i] "_"; o = v[c, p "open"]
+                                        printf "| %s | %s (%s) | %s | %s | %.2f | %s | %s |\n", c, cnt[i], o,
+                                                mib(v[c, p "rss_kib"]), mib(v[c, p "pss_kib"]),
+                                                (o > 0 ? (v[c, p "pss_kib"] - v[c, "mem_base_pss_kib"]) / o : 0),
+                                                v[c, p "fds"], mib(v[c, p "sys_kib"])
+                                }
+                        }
+                }' "$OUT/results.tsv"
+}
+
+# ---- main ----
+
+mkdir -p "$OUT"
+: >"$OUT/results.tsv"
+{
+        echo "# sockferry bench: $(date -u +%Y-%m-%dT%H:%MZ)"
+        echo "# $(nproc) cpus, $(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo), kernel $(uname -r)"
+        echo "# RUNS=$RUNS SECONDS_PER=$SECONDS_PER STREAMS=$STREAMS CONC=$CONC IDLE_COUNTS=\"$IDLE_COUNTS\" MODE=$MODE SF_ARGS=\"$SF_ARGS\""
+        echo "# contenders: ${CONTENDERS[*]}; RLIMIT_NOFILE hard limit $HARD_NOFILE; loadavg $(cut -d' ' -f1-3 /proc/loadavg)"
+} | tee "$OUT/table.md" >&2
+
+if [[ $MODE != memory ]]; then
+        for ((run = 1; run <= RUNS; run++)); do
+                for c in "${CONTENDERS[@]}"; do
+                        echo "run $run/$RUNS: $c" >&2
+                        speed_one "$run" "$c"
+                done
+        done
+        summarize
+        { echo; table; } | tee -a "$OUT/table.md"
+fi
+if [[ $MODE != speed ]]; then
+        for c in "${CONTENDERS[@]}"; do
+                [[ $c == tcp || $c == unix ]] && continue
+                echo "memory: $c" >&2
+                memory_one "$c"
+        done
+        { echo; memory_table; } | tee -a "$OUT/table.md"
+fi
+echo "results in $OUT" >&2

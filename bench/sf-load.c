@@ -1,0 +1,731 @@
+/* sf-load: load generator and sink server for benchmarking socket relays.
+ *
+ * One server process serves every mode. A client opens a stream connection and sends one
+ * request byte first:
+ *   'u' upload: the client streams zero bytes and ends with one non-zero byte; the server
+ *       discards them and answers the count it received (8 bytes, big endian), then closes.
+ *       An in-band end rather than a half-close, because not every relay forwards one.
+ *   'd' download: the server streams bytes until the client goes away.
+ *   'p' ping: the server echoes every byte.
+ *   'c' connection test: the server answers one byte and closes.
+ * Every client mode prints one line of key=value pairs on stdout. */
+
+#include <endian.h>
+#include <errno.h>
+#include <getopt.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#define BUF_SIZE (256 * 1024)
+#define IO_TIMEOUT_S 10
+#define MAX_EVENTS 64
+#define EXIT_USAGE 64
+
+enum {
+        REQ_UPLOAD = 'u',
+        REQ_DOWNLOAD = 'd',
+        REQ_PING = 'p',
+        REQ_CONN = 'c',
+};
+
+struct endpoint {
+        struct sockaddr_storage sa;
+        socklen_t len;
+        const char *text;
+};
+
+struct opts {
+        const char *listen;
+        const char *connect;
+        bool upload;
+        unsigned streams;
+        unsigned concurrency;
+        unsigned count;
+        unsigned threads;
+        double seconds;
+};
+
+/* Source of every byte the server and the upload client send. */
+static char zeros[BUF_SIZE];
+
+static uint64_t now_ns(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static _Noreturn void die(const char *what) {
+        fprintf(stderr, "sf-load: %s: %m\n", what);
+        exit(EXIT_FAILURE);
+}
+
+static void *xmalloc(size_t n) {
+        void *p = malloc(n);
+        if (!p)
+                die("malloc");
+        return p;
+}
+
+static void raise_nofile(void) {
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+                rl.rlim_cur = rl.rlim_max;
+                (void)setrlimit(RLIMIT_NOFILE, &rl);
+        }
+}
+
+/* unix:/path or tcp:HOST:PORT (HOST numeric, [V6] allowed). */
+static int endpoint_parse(const char *s, struct endpoint *ep) {
+        memset(ep, 0, sizeof *ep);
+        ep->text = s;
+        if (strncmp(s, "unix:", 5) == 0) {
+                struct sockaddr_un *un = (struct sockaddr_un *)&ep->sa;
+                size_t n = strlen(s + 5);
+                if (s[5] != '/' || n >= sizeof un->sun_path)
+                        return -EINVAL;
+                un->sun_family = AF_UNIX;
+                memcpy(un->sun_path, s + 5, n + 1);
+                ep->len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + 1);
+                return 0;
+        }
+        if (strncmp(s, "tcp:", 4) == 0) {
+                const char *h = s + 4, *colon = strrchr(h, ':');
+                char host[INET6_ADDRSTRLEN + 2];
+                struct addrinfo hints = {
+                        .ai_socktype = SOCK_STREAM,
+                        .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV,
+                }, *ai;
+                size_t n;
+
+                if (!colon || colon == h || (size_t)(colon - h) >= sizeof host)
+                        return -EINVAL;
+                n = (size_t)(colon - h);
+                if (h[0] == '[' && h[n - 1] == ']') {
+                        h++;
+                        n -= 2;
+                }
+                memcpy(host, h, n);
+                host[n] = '\0';
+                if (getaddrinfo(host, colon + 1, &hints, &ai) != 0)
+                        return -EINVAL;
+                memcpy(&ep->sa, ai->ai_addr, ai->ai_addrlen);
+                ep->len = ai->ai_addrlen;
+                freeaddrinfo(ai);
+                return 0;
+        }
+        return -EINVAL;
+}
+
+static void set_nodelay(int fd) {
+        int one = 1;
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+/* A blocking connected socket whose reads and writes time out; -1 with errno on failure. */
+static int endpoint_connect(const struct endpoint *ep) {
+        struct timeval tv = { .tv_sec = IO_TIMEOUT_S };
+        int fd = socket(ep->sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return -1;
+        (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+        if (ep->sa.ss_family != AF_UNIX)
+                set_nodelay(fd);
+        if (connect(fd, (const struct sockaddr *)&ep->sa, ep->len) < 0) {
+                int saved = errno;
+                close(fd);
+                errno = saved;
+                return -1;
+        }
+        return fd;
+}
+
+static int write_all(int fd, const void *buf, size_t n) {
+        const char *p = buf;
+        while (n > 0) {
+                ssize_t w = write(fd, p, n);
+                if (w < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -1;
+                }
+                p += w;
+                n -= (size_t)w;
+        }
+        return 0;
+}
+
+/* Reads exactly n bytes; -1 with errno on error, EPIPE on an early EOF. */
+static int read_all(int fd, void *buf, size_t n) {
+        char *p = buf;
+        while (n > 0) {
+                ssize_t r = read(fd, p, n);
+                if (r < 0 && errno == EINTR)
+                        continue;
+                if (r <= 0) {
+                        if (r == 0)
+                                errno = EPIPE;
+                        return -1;
+                }
+                p += r;
+                n -= (size_t)r;
+        }
+        return 0;
+}
+
+/* ---- server ---- */
+
+struct server {
+        int fd;
+        bool tcp;
+};
+
+struct conn {
+        int fd;
+        char mode; /* 0 until the request byte arrived */
+        uint64_t count;
+};
+
+/* epoll data of the listening socket, told apart from connections by address. */
+static char listener_tag;
+
+static void conn_close(struct conn *c) {
+        close(c->fd);
+        free(c);
+}
+
+static void server_accept(const struct server *s, int ep) {
+        static bool warned;
+
+        for (;;) {
+                struct epoll_event ev = { .events = EPOLLIN };
+                struct conn *c;
+                int fd = accept4(s->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+                if (fd < 0) {
+                        if (errno == EMFILE || errno == ENFILE) {
+                                if (!__atomic_exchange_n(&warned, true, __ATOMIC_RELAXED))
+                                        fprintf(stderr, "sf-load server: accept: %m\n");
+                                (void)nanosleep(&(struct timespec) { .tv_nsec = 1000000 }, NULL);
+                        }
+                        return; /* EAGAIN: another worker took it */
+                }
+                if (s->tcp)
+                        set_nodelay(fd);
+                c = calloc(1, sizeof *c);
+                if (!c) {
+                        close(fd);
+                        continue;
+                }
+                c->fd = fd;
+                ev.data.ptr = c;
+                if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0)
+                        conn_close(c);
+        }
+}
+
+static void conn_event(int ep, struct conn *c, char *buf) {
+        size_t off = 0;
+        ssize_t n;
+
+        if (c->mode == REQ_DOWNLOAD) {
+                while (write(c->fd, zeros, BUF_SIZE) > 0)
+                        ;
+                if (errno != EAGAIN)
+                        conn_close(c); /* the client went away */
+                return;
+        }
+
+        n = read(c->fd, buf, BUF_SIZE);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                return;
+        if (n <= 0) {
+                conn_close(c);
+                return;
+        }
+
+        if (c->mode == 0) {
+                struct epoll_event ev = { .events = EPOLLOUT, .data.ptr = c };
+
+                c->mode = buf[0];
+                off = 1;
+                switch (c->mode) {
+                case REQ_UPLOAD:
+                case REQ_PING:
+                        break;
+                case REQ_DOWNLOAD:
+                        if (epoll_ctl(ep, EPOLL_CTL_MOD, c->fd, &ev) < 0)
+                                conn_close(c);
+                        return;
+                case REQ_CONN:
+                        if (write(c->fd, "c", 1) != 1)
+                                fprintf(stderr, "sf-load server: conn answer: %m\n");
+                        conn_close(c);
+                        return;
+                default:
+                        fprintf(stderr, "sf-load server: unknown request byte 0x%02x\n", (unsigned char)c->mode);
+                        conn_close(c);
+                        return;
+                }
+        }
+
+        if (c->mode == REQ_UPLOAD) {
+                c->count += (uint64_t)n - off;
+                /* Only the client's last byte is non-zero, so it can only end a read. */
+                if ((size_t)n > off && buf[n - 1] != 0) {
+                        uint64_t be = htobe64(c->count);
+                        if (write(c->fd, &be, sizeof be) != sizeof be)
+                                fprintf(stderr, "sf-load server: upload count: %m\n");
+                        conn_close(c);
+                }
+        } else if ((size_t)n > off && write(c->fd, buf + off, (size_t)n - off) != n - (ssize_t)off)
+                conn_close(c); /* a ping client has one byte in flight: a short echo is an error */
+}
+
+static void *server_worker(void *arg) {
+        const struct server *s = arg;
+        struct epoll_event ev = { .events = EPOLLIN | EPOLLEXCLUSIVE, .data.ptr = &listener_tag };
+        struct epoll_event events[MAX_EVENTS];
+        char *buf = xmalloc(BUF_SIZE);
+        int ep = epoll_create1(EPOLL_CLOEXEC);
+
+        if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, s->fd, &ev) < 0)
+                die("epoll");
+        for (;;) {
+                int n = epoll_wait(ep, events, MAX_EVENTS, -1);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        die("epoll_wait");
+                }
+                for (int i = 0; i < n; i++) {
+                        if (events[i].data.ptr == &listener_tag)
+                                server_accept(s, ep);
+                        else
+                                conn_event(ep, events[i].data.ptr, buf);
+                }
+        }
+}
+
+static int cmd_server(const struct opts *o) {
+        struct endpoint ep;
+        struct server s;
+        int one = 1;
+
+        if (endpoint_parse(o->listen, &ep) < 0) {
+                fprintf(stderr, "sf-load: bad endpoint '%s'\n", o->listen);
+                return EXIT_USAGE;
+        }
+        s.tcp = ep.sa.ss_family != AF_UNIX;
+        s.fd = socket(ep.sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (s.fd < 0)
+                die("socket");
+        if (s.tcp) {
+                (void)setsockopt(s.fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        } else {
+                const char *path = ((struct sockaddr_un *)&ep.sa)->sun_path;
+                struct stat st;
+                if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode))
+                        (void)unlink(path); /* stale socket of an earlier run */
+        }
+        if (bind(s.fd, (struct sockaddr *)&ep.sa, ep.len) < 0 || listen(s.fd, 4096) < 0)
+                die(o->listen);
+
+        for (unsigned i = 1; i < o->threads; i++) {
+                pthread_t t;
+                if (pthread_create(&t, NULL, server_worker, &s) != 0)
+                        die("pthread_create");
+        }
+        server_worker(&s);
+        return 0;
+}
+
+/* ---- clients ---- */
+
+struct samples {
+        uint64_t *v;
+        size_t n, cap;
+};
+
+static void samples_add(struct samples *s, uint64_t ns) {
+        if (s->n == s->cap) {
+                s->cap = s->cap ? s->cap * 2 : 65536;
+                s->v = realloc(s->v, s->cap * sizeof *s->v);
+                if (!s->v)
+                        die("realloc");
+        }
+        s->v[s->n++] = ns;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+        uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+        return (x > y) - (x < y);
+}
+
+/* Sorts s and returns quantile q in microseconds (nearest rank). */
+static double samples_quantile_us(struct samples *s, double q) {
+        if (s->n == 0)
+                return 0;
+        qsort(s->v, s->n, sizeof *s->v, cmp_u64);
+        return (double)s->v[(size_t)(q * (double)(s->n - 1) + 0.5)] / 1000.0;
+}
+
+static struct endpoint connect_endpoint(const struct opts *o) {
+        struct endpoint ep;
+        if (endpoint_parse(o->connect, &ep) < 0) {
+                fprintf(stderr, "sf-load: bad endpoint '%s'\n", o->connect);
+                exit(EXIT_USAGE);
+        }
+        return ep;
+}
+
+struct stream {
+        const struct opts *o;
+        pthread_barrier_t *barrier;
+        int fd;
+        uint64_t bytes, start, end;
+};
+
+static void *stream_run(void *arg) {
+        struct stream *st = arg;
+        uint64_t deadline;
+
+        pthread_barrier_wait(st->barrier);
+        st->start = now_ns();
+        deadline = st->start + (uint64_t)(st->o->seconds * 1e9);
+        if (st->o->upload) {
+                uint64_t be;
+                if (write_all(st->fd, "u", 1) < 0)
+                        die("upload");
+                while (now_ns() < deadline)
+                        if (write(st->fd, zeros, BUF_SIZE) < 0 && errno != EINTR)
+                                die("upload");
+                if (write_all(st->fd, "\1", 1) < 0 || read_all(st->fd, &be, sizeof be) < 0)
+                        die("upload: waiting for the server's byte count");
+                st->bytes = be64toh(be);
+        } else {
+                char *buf = xmalloc(BUF_SIZE);
+                if (write_all(st->fd, "d", 1) < 0)
+                        die("download");
+                while (now_ns() < deadline) {
+                        ssize_t n = read(st->fd, buf, BUF_SIZE);
+                        if (n < 0 && errno == EINTR)
+                                continue;
+                        if (n <= 0) {
+                                if (n == 0)
+                                        errno = EPIPE;
+                                die("download");
+                        }
+                        st->bytes += (uint64_t)n;
+                }
+                free(buf);
+        }
+        st->end = now_ns();
+        close(st->fd);
+        return NULL;
+}
+
+static int cmd_throughput(const struct opts *o) {
+        struct endpoint ep = connect_endpoint(o);
+        struct stream *st = calloc(o->streams, sizeof *st);
+        pthread_t *t = calloc(o->streams, sizeof *t);
+        pthread_barrier_t barrier;
+        uint64_t bytes = 0, start = UINT64_MAX, end = 0;
+        double secs;
+
+        if (!st || !t)
+                die("calloc");
+        pthread_barrier_init(&barrier, NULL, o->streams);
+        for (unsigned i = 0; i < o->streams; i++) {
+                st[i] = (struct stream) { .o = o, .barrier = &barrier };
+                st[i].fd = endpoint_connect(&ep);
+                if (st[i].fd < 0)
+                        die(o->connect);
+        }
+        for (unsigned i = 0; i < o->streams; i++)
+                if (pthread_create(&t[i], NULL, stream_run, &st[i]) != 0)
+                        die("pthread_create");
+        for (unsigned i = 0; i < o->streams; i++) {
+                pthread_join(t[i], NULL);
+                bytes += st[i].bytes;
+                start = st[i].start < start ? st[i].start : start;
+                end = st[i].end > end ? st[i].end : end;
+        }
+        secs = (double)(end - start) / 1e9;
+        printf("mode=throughput dir=%s streams=%u seconds=%.3f bytes=%llu mib_s=%.1f\n",
+               o->upload ? "up" : "down", o->streams, secs, (unsigned long long)bytes,
+               (double)bytes / (1024.0 * 1024.0) / secs);
+        free(st);
+        free(t);
+        return 0;
+}
+
+static int cmd_pingpong(const struct opts *o) {
+        struct endpoint ep = connect_endpoint(o);
+        struct samples s = { 0 };
+        uint64_t start, end, deadline;
+        char c = 'x';
+        int fd = endpoint_connect(&ep);
+
+        if (fd < 0)
+                die(o->connect);
+        if (write_all(fd, "p", 1) < 0)
+                die("ping");
+        start = now_ns();
+        deadline = start + (uint64_t)(o->seconds * 1e9);
+        for (end = start; end < deadline;) {
+                uint64_t t = end;
+                if (write_all(fd, &c, 1) < 0 || read_all(fd, &c, 1) < 0)
+                        die("ping");
+                end = now_ns();
+                samples_add(&s, end - t);
+        }
+        close(fd);
+        printf("mode=pingpong seconds=%.3f n=%zu rtt_s=%.0f p50_us=%.1f p99_us=%.1f\n",
+               (double)(end - start) / 1e9, s.n, (double)s.n * 1e9 / (double)(end - start),
+               samples_quantile_us(&s, 0.50), samples_quantile_us(&s, 0.99));
+        free(s.v);
+        return 0;
+}
+
+struct churner {
+        const struct opts *o;
+        const struct endpoint *ep;
+        pthread_barrier_t *barrier;
+        struct samples s;
+        uint64_t errors, start, end;
+};
+
+static void *churner_run(void *arg) {
+        struct churner *ch = arg;
+        uint64_t deadline;
+
+        pthread_barrier_wait(ch->barrier);
+        ch->start = now_ns();
+        deadline = ch->start + (uint64_t)(ch->o->seconds * 1e9);
+        for (ch->end = ch->start; ch->end < deadline;) {
+                uint64_t t = ch->end;
+                char c;
+                int fd = endpoint_connect(ch->ep);
+
+                if (fd < 0 || write_all(fd, "c", 1) < 0 || read_all(fd, &c, 1) < 0) {
+                        if (ch->errors++ == 0)
+                                fprintf(stderr, "sf-load conns: %s: %m\n", ch->o->connect);
+                        if (fd >= 0)
+                                close(fd);
+                        /* do not spin on a refusing endpoint */
+                        (void)nanosleep(&(struct timespec) { .tv_nsec = 1000000 }, NULL);
+                        ch->end = now_ns();
+                        continue;
+                }
+                ch->end = now_ns();
+                samples_add(&ch->s, ch->end - t);
+                close(fd);
+        }
+        return NULL;
+}
+
+static int cmd_conns(const struct opts *o) {
+        struct endpoint ep = connect_endpoint(o);
+        struct churner *ch = calloc(o->concurrency, sizeof *ch);
+        pthread_t *t = calloc(o->concurrency, sizeof *t);
+        pthread_barrier_t barrier;
+        struct samples all = { 0 };
+        uint64_t errors = 0, start = UINT64_MAX, end = 0;
+        double secs;
+
+        if (!ch || !t)
+                die("calloc");
+        pthread_barrier_init(&barrier, NULL, o->concurrency);
+        for (unsigned i = 0; i < o->concurrency; i++) {
+                ch[i] = (struct churner) { .o = o, .ep = &ep, .barrier = &barrier };
+                if (pthread_create(&t[i], NULL, churner_run, &ch[i]) != 0)
+                        die("pthread_create");
+        }
+        for (unsigned i = 0; i < o->concurrency; i++) {
+                pthread_join(t[i], NULL);
+                for (size_t j = 0; j < ch[i].s.n; j++)
+                        samples_add(&all, ch[i].s.v[j]);
+                free(ch[i].s.v);
+                errors += ch[i].errors;
+                start = ch[i].start < start ? ch[i].start : start;
+                end = ch[i].end > end ? ch[i].end : end;
+        }
+        secs = (double)(end - start) / 1e9;
+        printf("mode=conns concurrency=%u seconds=%.3f n=%zu errors=%llu conns_s=%.0f p50_us=%.1f p99_us=%.1f\n",
+               o->concurrency, secs, all.n, (unsigned long long)errors, (double)all.n / secs,
+               samples_quantile_us(&all, 0.50), samples_quantile_us(&all, 0.99));
+        free(all.v);
+        free(ch);
+        free(t);
+        return errors && all.n == 0 ? EXIT_FAILURE : 0;
+}
+
+static int cmd_idle(const struct opts *o) {
+        struct endpoint ep = connect_endpoint(o);
+        int *fds = calloc(o->count, sizeof *fds);
+        unsigned open = 0;
+        ssize_t r;
+        char c;
+
+        if (!fds)
+                die("calloc");
+        /* Each connection does one round trip, so every hop of a relay chain is set up. */
+        for (; open < o->count; open++) {
+                int fd = endpoint_connect(&ep);
+                if (fd < 0 || write_all(fd, "px", 2) < 0 || read_all(fd, &c, 1) < 0) {
+                        fprintf(stderr, "sf-load idle: connection %u: %m\n", open + 1);
+                        if (fd >= 0)
+                                close(fd);
+                        break;
+                }
+                fds[open] = fd;
+        }
+        printf("mode=idle requested=%u open=%u\n", o->count, open);
+        fflush(stdout);
+        while ((r = read(STDIN_FILENO, &c, 1)) > 0 || (r < 0 && errno == EINTR))
+                ;
+        for (unsigned i = 0; i < open; i++)
+                close(fds[i]);
+        free(fds);
+        return open == o->count ? 0 : EXIT_FAILURE;
+}
+
+/* ---- command line ---- */
+
+static int usage(FILE *f, int status) {
+        fputs("usage: sf-load server     --listen EP [--threads N]\n"
+              "       sf-load throughput --connect EP --dir up|down [--streams N] [--seconds S]\n"
+              "       sf-load pingpong   --connect EP [--seconds S]\n"
+              "       sf-load conns      --connect EP [--seconds S] [--concurrency C]\n"
+              "       sf-load idle       --connect EP --count N   (holds them until stdin closes)\n"
+              "EP is unix:/path or tcp:HOST:PORT. Results are one line of key=value pairs.\n",
+              f);
+        return status;
+}
+
+static int parse_count(const char *s, unsigned *out) {
+        char *end;
+        unsigned long v;
+
+        errno = 0;
+        v = strtoul(s, &end, 10);
+        if (errno || end == s || *end || v == 0 || v > 1000000)
+                return -EINVAL;
+        *out = (unsigned)v;
+        return 0;
+}
+
+int main(int argc, char **argv) {
+        static const struct option options[] = {
+                { "listen", required_argument, NULL, 'l' },
+                { "connect", required_argument, NULL, 'c' },
+                { "dir", required_argument, NULL, 'd' },
+                { "streams", required_argument, NULL, 's' },
+                { "seconds", required_argument, NULL, 't' },
+                { "concurrency", required_argument, NULL, 'C' },
+                { "count", required_argument, NULL, 'n' },
+                { "threads", required_argument, NULL, 'T' },
+                { "help", no_argument, NULL, 'h' },
+                {},
+        };
+        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        struct opts o = {
+                .streams = 1,
+                .concurrency = 1,
+                .threads = ncpu > 0 ? (unsigned)ncpu : 1,
+                .seconds = 3,
+        };
+        const char *mode, *dir = NULL;
+        char *end;
+        int opt;
+
+        if (argc < 2)
+                return usage(stderr, EXIT_USAGE);
+        mode = argv[1];
+        if (strcmp(mode, "--help") == 0 || strcmp(mode, "-h") == 0)
+                return usage(stdout, 0);
+
+        while ((opt = getopt_long(argc - 1, argv + 1, "h", options, NULL)) >= 0) {
+                switch (opt) {
+                case 'l':
+                        o.listen = optarg;
+                        break;
+                case 'c':
+                        o.connect = optarg;
+                        break;
+                case 'd':
+                        dir = optarg;
+                        break;
+                case 's':
+                case 'C':
+                case 'n':
+                case 'T':
+                        if (parse_count(optarg, opt == 's' ? &o.streams : opt == 'C' ? &o.concurrency
+                                                        : opt == 'n' ? &o.count : &o.threads) < 0) {
+                                fprintf(stderr, "sf-load: bad number '%s'\n", optarg);
+                                return EXIT_USAGE;
+                        }
+                        break;
+                case 't':
+                        o.seconds = strtod(optarg, &end);
+                        if (end == optarg || *end || !(o.seconds > 0 && o.seconds <= 3600)) {
+                                fprintf(stderr, "sf-load: bad duration '%s'\n", optarg);
+                                return EXIT_USAGE;
+                        }
+                        break;
+                case 'h':
+                        return usage(stdout, 0);
+                default:
+                        return usage(stderr, EXIT_USAGE);
+                }
+        }
+        if (optind + 1 != argc) {
+                fprintf(stderr, "sf-load: unexpected argument '%s'\n", argv[optind + 1]);
+                return EXIT_USAGE;
+        }
+
+        signal(SIGPIPE, SIG_IGN);
+        raise_nofile();
+        if (strcmp(mode, "server") == 0) {
+                if (!o.listen)
+                        return usage(stderr, EXIT_USAGE);
+                return cmd_server(&o);
+        }
+        if (!o.connect)
+                return usage(stderr, EXIT_USAGE);
+        if (strcmp(mode, "throughput") == 0) {
+                if (!dir || (strcmp(dir, "up") != 0 && strcmp(dir, "down") != 0))
+                        return usage(stderr, EXIT_USAGE);
+                o.upload = strcmp(dir, "up") == 0;
+                return cmd_throughput(&o);
+        }
+        if (strcmp(mode, "pingpong") == 0)
+                return cmd_pingpong(&o);
+        if (strcmp(mode, "conns") == 0)
+                return cmd_conns(&o);
+        if (strcmp(mode, "idle") == 0) {
+                if (o.count == 0)
+                        return usage(stderr, EXIT_USAGE);
+                return cmd_idle(&o);
+        }
+        fprintf(stderr, "sf-load: unknown mode '%s'\n", mode);
+        return usage(stderr, EXIT_USAGE);
+}

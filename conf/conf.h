@@ -1,0 +1,90 @@
+#pragma once
+/* The configuration: INI file (inih) and -F specs, validated before anything is bound. */
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "conf/endpoint.h"
+#include "conf/log.h"
+
+#define SF_EX_USAGE 64
+#define SF_EX_CONFIG 78
+
+#define SF_NAME_MAX 64
+#define SF_MAX_CANDIDATES 8
+#define SF_MAX_ALLOW 16
+
+enum sf_auth { SF_AUTH_NONE = 0, SF_AUTH_TOKEN };
+enum sf_env_format { SF_ENV_PATH = 0, SF_ENV_UNIX_URL };
+
+/* Where a value came from, for messages: "FILE:LINE: [section] key" or "-F 'spec'". */
+struct sf_origin {
+        char where[PATH_MAX + 32];
+};
+
+struct sf_forward {
+        char name[SF_NAME_MAX];
+        struct sf_origin origin; /* the section header or the -F argument */
+
+        struct sf_endpoint listen;
+        bool listen_set;
+        struct sf_endpoint connect[SF_MAX_CANDIDATES];
+        size_t n_connect;
+
+        enum sf_auth auth;
+        bool allow_insecure;
+        char token_file[PATH_MAX]; /* empty: the global one */
+
+        char alias[SF_UNIX_PATH_MAX];
+        char env[128];
+        enum sf_env_format env_format;
+
+        mode_t mode;              /* default 0660 */
+        bool owner_set, group_set;
+        uid_t owner;
+        gid_t group;
+        uid_t allow_uid[SF_MAX_ALLOW];
+        size_t n_allow_uid;
+        gid_t allow_gid[SF_MAX_ALLOW];
+        size_t n_allow_gid;
+
+        uint32_t max_conns;           /* default 1024 */
+        uint64_t connect_timeout_ms;  /* default 5000 */
+        uint64_t handshake_timeout_ms;/* default 5000 */
+        uint64_t idle_timeout_ms;     /* default 0: none */
+};
+
+struct sf_conf {
+        char file[PATH_MAX]; /* empty when there is no config file */
+
+        enum sf_log_level log_level;
+        enum sf_log_format log_format;
+        bool log_level_set;
+
+        struct sf_endpoint control;
+        bool control_set;
+        char token_file[PATH_MAX];
+
+        bool user_set;
+        char user[128];
+        uid_t uid;
+        gid_t gid;
+        bool no_new_privs;
+        uint64_t drain_timeout_ms; /* default 10000 */
+
+        struct sf_forward *forwards;
+        size_t n_forwards;
+};
+
+/* Defaults; call before loading. */
+void sf_conf_init(struct sf_conf *c);
+/* Loads an INI file. Errors are logged as "FILE:LINE: [section] key: ..."; returns -errno. */
+int sf_conf_load(struct sf_conf *c, const char *path);
+/* Adds one -F NAME:LISTEN=CONNECT[,key=value...] forward. Errors name the argument. */
+int sf_conf_add_spec(struct sf_conf *c, const char *spec);
+/* Cross-checks after everything is loaded: missing keys, duplicates, policy. */
+int sf_conf_validate(struct sf_conf *c);
+/* The token file a forward uses: its own, else the global one, else NULL. */
+const char *sf_conf_token_file(const struct sf_conf *c, const struct sf_forward *f);
+void sf_conf_free(struct sf_conf *c);

@@ -1,0 +1,118 @@
+#include "conf/log.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+static enum sf_log_level log_level = SF_LOG_INFO;
+static enum sf_log_format log_format = SF_LOG_TEXT;
+
+static const char *const level_names[] = { "error", "warn", "info", "debug" };
+
+void sf_log_setup(enum sf_log_level level, enum sf_log_format format) {
+        log_level = level;
+        log_format = format;
+}
+
+enum sf_log_level sf_log_get_level(void) {
+        return log_level;
+}
+
+int sf_log_level_parse(const char *s, enum sf_log_level *out) {
+        for (size_t i = 0; i < sizeof(level_names) / sizeof(level_names[0]); i++)
+                if (strcasecmp(s, level_names[i]) == 0) {
+                        *out = (enum sf_log_level)i;
+                        return 0;
+                }
+        if (strcasecmp(s, "warning") == 0) {
+                *out = SF_LOG_WARN;
+                return 0;
+        }
+        return -EINVAL;
+}
+
+int sf_log_format_parse(const char *s, enum sf_log_format *out) {
+        if (strcasecmp(s, "text") == 0)
+                *out = SF_LOG_TEXT;
+        else if (strcasecmp(s, "json") == 0)
+                *out = SF_LOG_JSON;
+        else
+                return -EINVAL;
+        return 0;
+}
+
+/* JSON string body escaping; truncates rather than allocating. */
+static size_t json_escape(char *dst, size_t cap, const char *src) {
+        size_t o = 0;
+        for (const unsigned char *p = (const unsigned char *)src; *p && o + 7 < cap; p++) {
+                if (*p == '"' || *p == '\\') {
+                        dst[o++] = '\\';
+                        dst[o++] = (char)*p;
+                } else if (*p == '\n') {
+                        dst[o++] = '\\';
+                        dst[o++] = 'n';
+                } else if (*p < 0x20) {
+                        o += (size_t)snprintf(dst + o, cap - o, "\\u%04x", *p);
+                } else {
+                        dst[o++] = (char)*p;
+                }
+        }
+        dst[o] = '\0';
+        return o;
+}
+
+void sf_logv(enum sf_log_level level, const char *forward, uint64_t conn, const char *fmt, va_list ap) {
+        if (level > log_level)
+                return;
+        int saved = errno;
+        char msg[2048], line[4608], ts[40];
+        struct timespec now;
+        struct tm tm;
+
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        clock_gettime(CLOCK_REALTIME, &now);
+        gmtime_r(&now.tv_sec, &tm);
+        size_t n = strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm);
+        snprintf(ts + n, sizeof ts - n, ".%03ldZ", now.tv_nsec / 1000000);
+
+        int len;
+        if (log_format == SF_LOG_JSON) {
+                char emsg[4096], efwd[256];
+                json_escape(emsg, sizeof emsg, msg);
+                json_escape(efwd, sizeof efwd, forward ? forward : "");
+                len = snprintf(line, sizeof line, "{\"ts\":\"%s\",\"level\":\"%s\"%s%s%s", ts,
+                               level_names[level], forward ? ",\"forward\":\"" : "", forward ? efwd : "",
+                               forward ? "\"" : "");
+                if (conn && len > 0 && (size_t)len < sizeof line)
+                        len += snprintf(line + len, sizeof line - (size_t)len, ",\"conn\":%llu",
+                                        (unsigned long long)conn);
+                if (len > 0 && (size_t)len < sizeof line)
+                        len += snprintf(line + len, sizeof line - (size_t)len, ",\"msg\":\"%s\"}\n", emsg);
+        } else {
+                char ctx[300] = "";
+                if (forward && conn)
+                        snprintf(ctx, sizeof ctx, " [%s #%llu]", forward, (unsigned long long)conn);
+                else if (forward)
+                        snprintf(ctx, sizeof ctx, " [%s]", forward);
+                len = snprintf(line, sizeof line, "%s sockferry %s%s: %s\n", ts, level_names[level], ctx, msg);
+        }
+        if (len > 0) {
+                size_t total = (size_t)len < sizeof line ? (size_t)len : sizeof line - 1;
+                if (line[total - 1] != '\n')
+                        line[total - 1] = '\n';
+                /* One write(2) per line so lines from several processes never interleave. */
+                ssize_t w = write(STDERR_FILENO, line, total);
+                (void)w;
+        }
+        errno = saved;
+}
+
+void sf_log(enum sf_log_level level, const char *forward, uint64_t conn, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        sf_logv(level, forward, conn, fmt, ap);
+        va_end(ap);
+}

@@ -1,0 +1,23 @@
+#pragma once
+/* The logger: one line per event on stderr, text or JSON. Every call keeps errno intact. */
+#include <stdarg.h>
+#include <stdint.h>
+
+enum sf_log_level { SF_LOG_ERROR = 0, SF_LOG_WARN, SF_LOG_INFO, SF_LOG_DEBUG };
+enum sf_log_format { SF_LOG_TEXT = 0, SF_LOG_JSON };
+
+void sf_log_setup(enum sf_log_level level, enum sf_log_format format);
+enum sf_log_level sf_log_get_level(void);
+int sf_log_level_parse(const char *s, enum sf_log_level *out);
+int sf_log_format_parse(const char *s, enum sf_log_format *out);
+
+/* forward may be NULL (process-wide event); conn 0 means "no connection". */
+void sf_log(enum sf_log_level level, const char *forward, uint64_t conn, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+void sf_logv(enum sf_log_level level, const char *forward, uint64_t conn, const char *fmt, va_list ap)
+        __attribute__((format(printf, 4, 0)));
+
+#define sf_log_error(...) sf_log(SF_LOG_ERROR, NULL, 0, __VA_ARGS__)
+#define sf_log_warn(...) sf_log(SF_LOG_WARN, NULL, 0, __VA_ARGS__)
+#define sf_log_info(...) sf_log(SF_LOG_INFO, NULL, 0, __VA_ARGS__)
+#define sf_log_debug(...) sf_log(SF_LOG_DEBUG, NULL, 0, __VA_ARGS__)

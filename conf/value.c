@@ -1,0 +1,289 @@
+#include "conf/value.h"
+
+#include <errno.h>
+#include <grp.h>
+#include <pwd.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define DURATION_EXPECTED "expected a duration such as 250ms, 5s or 2m"
+#define MODE_EXPECTED "expected octal permission bits such as 0660"
+#define BOOL_EXPECTED "expected yes or no (also true/false, on/off, 1/0)"
+#define USER_EXPECTED "expected a user name known to this system or a numeric UID"
+#define GROUP_EXPECTED "expected a group name known to this system or a numeric GID"
+#define USER_GROUP_EXPECTED "expected NAME|UID[:GROUP|GID]"
+
+/* (uid_t)-1 and (gid_t)-1 mean "leave unchanged" to chown(2) and setresuid(2), so they are
+ * never a real id. */
+#define ID_MAX 4294967294u
+
+/* glibc's getpw*_r need a scratch buffer whose size depends on the NSS module; start with
+ * what /etc/passwd needs and grow on ERANGE, up to a bound a sane entry never reaches. */
+#define NSS_BUF_START 1024
+#define NSS_BUF_MAX (1024 * 1024)
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) {
+        if (err && errlen) {
+                va_list ap;
+                va_start(ap, fmt);
+                vsnprintf(err, errlen, fmt, ap);
+                va_end(ap);
+        }
+        return -EINVAL;
+}
+
+static bool is_digit(char c) {
+        return c >= '0' && c <= '9';
+}
+
+/* Reads the leading decimal digits of s. Returns how many there were, or -ERANGE when the
+ * number does not fit in 64 bits; *end points after the digits. */
+static int read_digits(const char *s, uint64_t *out, const char **end) {
+        uint64_t v = 0;
+        int n = 0;
+        for (; is_digit(s[n]); n++) {
+                uint64_t d = (uint64_t)(s[n] - '0');
+                if (v > (UINT64_MAX - d) / 10)
+                        return -ERANGE;
+                v = v * 10 + d;
+        }
+        *out = v;
+        *end = s + n;
+        return n;
+}
+
+int sf_duration_parse(const char *s, uint64_t *ms, char *err, size_t errlen) {
+        static const struct {
+                const char *suffix;
+                uint64_t ms;
+        } units[] = {
+                { "", 1000 }, /* a bare number is seconds, like sleep(1) */
+                { "ms", 1 },
+                { "s", 1000 },
+                { "m", 60 * 1000 },
+                { "h", 60 * 60 * 1000 },
+        };
+        const char *unit;
+        uint64_t v;
+
+        if (!*s)
+                return fail(err, errlen, "empty value, " DURATION_EXPECTED);
+        if (*s == '-')
+                return fail(err, errlen, "\"%s\" is negative, " DURATION_EXPECTED, s);
+        int n = read_digits(s, &v, &unit);
+        if (n == -ERANGE)
+                return fail(err, errlen, "\"%s\" is too large, " DURATION_EXPECTED, s);
+        if (n == 0)
+                return fail(err, errlen, "\"%s\" is not a duration, " DURATION_EXPECTED, s);
+        for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+                if (strcmp(unit, units[i].suffix) != 0)
+                        continue;
+                if (v > UINT64_MAX / units[i].ms)
+                        return fail(err, errlen, "\"%s\" is too large, " DURATION_EXPECTED, s);
+                *ms = v * units[i].ms;
+                return 0;
+        }
+        return fail(err, errlen, "\"%s\" is not a duration, " DURATION_EXPECTED, s);
+}
+
+int sf_mode_parse(const char *s, mode_t *mode, char *err, size_t errlen) {
+        mode_t v = 0;
+
+        if (!*s)
+                return fail(err, errlen, "empty value, " MODE_EXPECTED);
+        for (const char *p = s; *p; p++) {
+                if (*p < '0' || *p > '7')
+                        return fail(err, errlen, "\"%s\" is not an octal mode, " MODE_EXPECTED, s);
+                v = v * 8 + (mode_t)(*p - '0');
+                /* Checked per digit so a long string cannot wrap around into range. */
+                if (v > 07777)
+                        return fail(err, errlen,
+                                    "\"%s\" has bits beyond 07777 (no file-type bits), " MODE_EXPECTED, s);
+        }
+        *mode = v;
+        return 0;
+}
+
+int sf_bool_parse(const char *s, bool *out, char *err, size_t errlen) {
+        static const char *const yes[] = { "yes", "true", "on", "1" };
+        static const char *const no[] = { "no", "false", "off", "0" };
+
+        for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++) {
+                if (strcasecmp(s, yes[i]) == 0) {
+                        *out = true;
+                        return 0;
+                }
+                if (strcasecmp(s, no[i]) == 0) {
+                        *out = false;
+                        return 0;
+                }
+        }
+        if (!*s)
+                return fail(err, errlen, "empty value, " BOOL_EXPECTED);
+        return fail(err, errlen, "\"%s\" is not a boolean, " BOOL_EXPECTED, s);
+}
+
+int sf_uint_parse(const char *s, uint64_t min, uint64_t max, uint64_t *out, char *err, size_t errlen) {
+        const char *end;
+        uint64_t v;
+
+        if (!*s)
+                return fail(err, errlen, "empty value, expected a number from %llu to %llu",
+                            (unsigned long long)min, (unsigned long long)max);
+        int n = read_digits(s, &v, &end);
+        if (n == 0 || (n > 0 && *end))
+                return fail(err, errlen, "\"%s\" is not a number, expected a number from %llu to %llu", s,
+                            (unsigned long long)min, (unsigned long long)max);
+        if (n < 0 || v < min || v > max)
+                return fail(err, errlen, "\"%s\" is out of range, expected a number from %llu to %llu", s,
+                            (unsigned long long)min, (unsigned long long)max);
+        *out = v;
+        return 0;
+}
+
+/* A whole-string numeric id. Returns 1 and sets *id for one in range, 0 for anything that is
+ * not all digits (then it is a name), -ERANGE for digits beyond ID_MAX. */
+static int parse_id(const char *s, uint32_t *id) {
+        const char *end;
+        uint64_t v;
+
+        int n = read_digits(s, &v, &end);
+        if (n == 0 || (n > 0 && *end))
+                return 0;
+        if (n < 0 || v > ID_MAX)
+                return -ERANGE;
+        *id = (uint32_t)v;
+        return 1;
+}
+
+/* getpwnam_r (name) or getpwuid_r. Returns 1 when found, 0 when there is no such entry,
+ * -errno when the lookup itself failed. */
+static int lookup_passwd(const char *name, uid_t uid, uid_t *out_uid, gid_t *out_gid) {
+        for (size_t size = NSS_BUF_START;; size *= 2) {
+                struct passwd pw, *res = NULL;
+                char *buf = malloc(size);
+                if (!buf)
+                        return -ENOMEM;
+                int r = name ? getpwnam_r(name, &pw, buf, size, &res) : getpwuid_r(uid, &pw, buf, size, &res);
+                if (r == 0 && res) {
+                        *out_uid = pw.pw_uid;
+                        *out_gid = pw.pw_gid;
+                        free(buf);
+                        return 1;
+                }
+                free(buf);
+                if (r == 0)
+                        return 0;
+                if (r == ERANGE && size < NSS_BUF_MAX)
+                        continue;
+                /* getpwnam(3) lists these as what some systems return for "not found". */
+                if (r == ENOENT || r == ESRCH || r == EBADF || r == EPERM)
+                        return 0;
+                return -r;
+        }
+}
+
+static int lookup_group(const char *name, gid_t *out_gid) {
+        for (size_t size = NSS_BUF_START;; size *= 2) {
+                struct group gr, *res = NULL;
+                char *buf = malloc(size);
+                if (!buf)
+                        return -ENOMEM;
+                int r = getgrnam_r(name, &gr, buf, size, &res);
+                if (r == 0 && res) {
+                        *out_gid = gr.gr_gid;
+                        free(buf);
+                        return 1;
+                }
+                free(buf);
+                if (r == 0)
+                        return 0;
+                if (r == ERANGE && size < NSS_BUF_MAX)
+                        continue;
+                if (r == ENOENT || r == ESRCH || r == EBADF || r == EPERM)
+                        return 0;
+                return -r;
+        }
+}
+
+int sf_user_parse(const char *s, uid_t *uid, gid_t *gid, char *err, size_t errlen) {
+        uint32_t id;
+        uid_t u;
+        gid_t g;
+        int r;
+
+        if (!*s)
+                return fail(err, errlen, "empty value, " USER_EXPECTED);
+        r = parse_id(s, &id);
+        if (r < 0)
+                return fail(err, errlen, "\"%s\" is not a valid UID, expected a number below 4294967295", s);
+        if (r > 0) {
+                /* A uid without a passwd entry is fine (containers often run as one); its
+                 * group is then the same number, as docker run --user UID does. */
+                r = lookup_passwd(NULL, (uid_t)id, &u, &g);
+                if (r < 0)
+                        return fail(err, errlen, "cannot look up UID %s: %s", s, strerror(-r));
+                *uid = (uid_t)id;
+                *gid = r > 0 ? g : (gid_t)id;
+                return 0;
+        }
+        /* Writes *uid and *gid only when it finds the user. */
+        r = lookup_passwd(s, 0, uid, gid);
+        if (r < 0)
+                return fail(err, errlen, "cannot look up user \"%s\": %s", s, strerror(-r));
+        if (r == 0)
+                return fail(err, errlen, "no such user \"%s\", " USER_EXPECTED, s);
+        return 0;
+}
+
+int sf_group_parse(const char *s, gid_t *gid, char *err, size_t errlen) {
+        uint32_t id;
+        int r;
+
+        if (!*s)
+                return fail(err, errlen, "empty value, " GROUP_EXPECTED);
+        r = parse_id(s, &id);
+        if (r < 0)
+                return fail(err, errlen, "\"%s\" is not a valid GID, expected a number below 4294967295", s);
+        if (r > 0) {
+                *gid = (gid_t)id;
+                return 0;
+        }
+        /* Writes *gid only when it finds the group. */
+        r = lookup_group(s, gid);
+        if (r < 0)
+                return fail(err, errlen, "cannot look up group \"%s\": %s", s, strerror(-r));
+        if (r == 0)
+                return fail(err, errlen, "no such group \"%s\", " GROUP_EXPECTED, s);
+        return 0;
+}
+
+int sf_user_group_parse(const char *s, uid_t *uid, gid_t *gid, char *err, size_t errlen) {
+        /* LOGIN_NAME_MAX; a longer user part cannot name a user. */
+        char user[256];
+        uid_t u;
+        gid_t g;
+
+        const char *colon = strchr(s, ':');
+        if (!colon)
+                return sf_user_parse(s, uid, gid, err, errlen);
+        size_t n = (size_t)(colon - s);
+        if (n == 0)
+                return fail(err, errlen, "\"%s\" has an empty user, " USER_GROUP_EXPECTED, s);
+        if (!colon[1])
+                return fail(err, errlen, "\"%s\" has an empty group, " USER_GROUP_EXPECTED, s);
+        if (n >= sizeof user)
+                return fail(err, errlen, "\"%.32s...\": user name is too long, " USER_GROUP_EXPECTED, s);
+        memcpy(user, s, n);
+        user[n] = '\0';
+        if (sf_user_parse(user, &u, &g, err, errlen) < 0 || sf_group_parse(colon + 1, &g, err, errlen) < 0)
+                return -EINVAL;
+        *uid = u;
+        *gid = g;
+        return 0;
+}

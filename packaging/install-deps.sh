@@ -1,0 +1,18 @@
+#!/bin/bash
+# Installs what building and testing sockferry needs on Debian 12 (run as root).
+set -euo pipefail
+pkgs=(
+        meson ninja-build pkg-config gcc clang
+        libuv1-dev libinih-dev libcap-ng-dev libsodium-dev libcriterion-dev
+        python3 socat curl iproute2 util-linux procps valgrind musl-tools
+        systemd scdoc gnuplot-nox
+)
+missing=()
+for p in "${pkgs[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq
+        apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

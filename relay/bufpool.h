@@ -1,0 +1,13 @@
+#pragma once
+/* Fixed-size copy buffers, recycled through a free list so the data path never calls malloc
+ * per read and an idle connection holds no buffer at all. */
+#include <stddef.h>
+
+#define SF_BUF_SIZE (128 * 1024)
+
+struct sf_bufpool;
+
+struct sf_bufpool *sf_bufpool_new(size_t max_free);
+void *sf_bufpool_get(struct sf_bufpool *pool);
+void sf_bufpool_put(struct sf_bufpool *pool, void *buf);
+void sf_bufpool_free(struct sf_bufpool *pool);

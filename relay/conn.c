@@ -1,0 +1,1150 @@
+#include "relay/conn.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include <linux/vm_sockets.h>
+
+#include "conf/log.h"
+#include "relay/bufpool.h"
+#include "relay/sockpath.h"
+
+/* Side 0 is the accepted client, side 1 the upstream. dir[i] carries bytes read from side i
+ * that still have to be written to side 1-i. */
+enum { CLIENT = 0, UPSTREAM = 1 };
+
+enum conn_state {
+        ST_AWAIT_CLIENT_FRAME, /* listening side of an authenticated link: hello sent */
+        ST_DIALING,
+        ST_AWAIT_HELLO,        /* connecting side: waiting for the peer relay's greeting */
+        ST_RELAYING,
+        ST_LINGER,             /* failure status sent: drain the peer's bytes so it reads it */
+};
+
+#define UNIX_RETRY_MS 10
+#define LINGER_MS 2000
+#define PUMP_ROUNDS 8
+
+struct dir {
+        char *buf;
+        uint32_t off, len;
+        bool eof;  /* read side returned EOF */
+        bool shut; /* the EOF was passed on with shutdown(SHUT_WR) */
+};
+
+struct gai_req {
+        uv_getaddrinfo_t req;
+        struct sf_conn *conn; /* NULL once the connection is gone: the request frees itself */
+};
+
+struct sf_conn {
+        struct sf_conn *next, *prev;
+        struct sf_fwd *fwd;
+        uint64_t id;
+        enum conn_state state;
+        bool closing;
+        unsigned pending_closes;
+
+        int fd[2];
+        uv_poll_t poll[2];
+        bool poll_init[2];
+        int mask[2];
+        uv_timer_t timer;
+        uint64_t last_activity;
+        struct dir dir[2];
+
+        /* dialing */
+        unsigned tries;     /* candidates tried so far for this connection */
+        int cand;           /* index into conf->connect */
+        int upstream_family;
+        struct gai_req *gai;
+        struct addrinfo *ai_list, *ai_next;
+        uint64_t dial_deadline;
+        char dial_error[200];
+        int dial_errno;
+
+        /* link handshake */
+        bool hs_server;       /* we greeted the client: it gets a status frame */
+        bool hs_await_status; /* we sent our frame upstream: its status comes first */
+        uint8_t hs_flags;
+        uint16_t hs_len;
+        uint8_t snonce[SF_HS_NONCE_LEN], cnonce[SF_HS_NONCE_LEN];
+        uint8_t hs[SF_HS_STATUS_MAX];
+};
+
+static void dial_next(struct sf_conn *c);
+static void update_polls(struct sf_conn *c);
+
+static const char *fname(const struct sf_conn *c) {
+        return c->fwd->conf->name;
+}
+
+static const struct sf_endpoint *cand_ep(const struct sf_conn *c) {
+        return &c->fwd->conf->connect[c->cand];
+}
+
+struct sf_conn *sf_conn_next(struct sf_conn *c) {
+        return c->next;
+}
+
+static void note_error(struct sf_conn *c, uint64_t *counter, const char *msg) {
+        struct sf_relay_stats *st = &c->fwd->stats;
+        (*counter)++;
+        snprintf(st->last_error, sizeof st->last_error, "%s", msg);
+        st->last_error_time = time(NULL);
+}
+
+static void try_next_addr(struct sf_conn *c);
+
+static void on_handle_closed(uv_handle_t *h) {
+        struct sf_conn *c = h->data;
+        if (--c->pending_closes > 0)
+                return;
+        if (!c->closing) {
+                /* A dial attempt's watcher was released: go on with the next address or candidate. */
+                if (c->state == ST_DIALING) {
+                        if (c->ai_next)
+                                try_next_addr(c);
+                        else
+                                dial_next(c);
+                }
+                return;
+        }
+        struct sf_fwd *fwd = c->fwd;
+        free(c);
+        sf_fwd_conn_gone(fwd);
+}
+
+static void release_buf(struct sf_conn *c, int i) {
+        sf_bufpool_put(c->fwd->pool, c->dir[i].buf);
+        c->dir[i].buf = NULL;
+        c->dir[i].off = c->dir[i].len = 0;
+}
+
+void sf_conn_close(struct sf_conn *c, const char *reason) {
+        if (!c || c->closing)
+                return;
+        c->closing = true;
+        if (reason)
+                sf_log(SF_LOG_DEBUG, fname(c), c->id, "closed: %s", reason);
+
+        struct sf_fwd *fwd = c->fwd;
+        if (c->prev)
+                c->prev->next = c->next;
+        else
+                fwd->conns = c->next;
+        if (c->next)
+                c->next->prev = c->prev;
+        fwd->stats.active--;
+
+        /* uv_close stops the watcher at once, so the descriptor can be closed right after;
+         * the memory waits for every close callback. */
+        for (int i = 0; i < 2; i++) {
+                if (c->poll_init[i]) {
+                        c->poll_init[i] = false;
+                        c->pending_closes++;
+                        uv_close((uv_handle_t *)&c->poll[i], on_handle_closed);
+                }
+                if (c->fd[i] >= 0) {
+                        close(c->fd[i]);
+                        c->fd[i] = -1;
+                }
+                release_buf(c, i);
+        }
+        if (c->gai) {
+                c->gai->conn = NULL;
+                c->gai = NULL;
+        }
+        if (c->ai_list) {
+                freeaddrinfo(c->ai_list);
+                c->ai_list = c->ai_next = NULL;
+        }
+        c->pending_closes++;
+        uv_close((uv_handle_t *)&c->timer, on_handle_closed);
+}
+
+/* ---- timers ---------------------------------------------------------------------------- */
+
+static void on_timer(uv_timer_t *t);
+
+static void timer_arm(struct sf_conn *c, uint64_t ms) {
+        uv_timer_start(&c->timer, on_timer, ms, 0);
+}
+
+static void idle_arm(struct sf_conn *c) {
+        uint64_t idle = c->fwd->conf->idle_timeout_ms;
+        if (idle)
+                uv_timer_start(&c->timer, on_timer, idle, 0);
+        else
+                uv_timer_stop(&c->timer);
+}
+
+/* ---- failure reporting ------------------------------------------------------------------ */
+
+static const char *connect_hint(const struct sf_endpoint *ep, int e) {
+        bool net = ep->kind == SF_EP_TCP || ep->kind == SF_EP_VSOCK;
+        switch (e) {
+        case ECONNREFUSED:
+                return net ? " — is the host-side relay (or the service) running and listening there?"
+                           : " — nobody accepts on that socket: is the service running?";
+        case ENOENT:
+                return " — is the service running, and is the path right?";
+        case EACCES:
+        case EPERM:
+                return " — the relay's user may not use that socket: check its mode and owner";
+        case ETIMEDOUT:
+                return " — is a firewall dropping the packets, or the host unreachable?";
+        case ENETUNREACH:
+        case EHOSTUNREACH:
+                return " — no route to that address from here";
+        default:
+                return "";
+        }
+}
+
+static void cand_log_failure(struct sf_conn *c, const char *cause) {
+        struct sf_fwd *fwd = c->fwd;
+        if (!fwd->cand_failing[c->cand]) {
+                fwd->cand_failing[c->cand] = true;
+                sf_log(SF_LOG_WARN, fname(c), c->id, "connect %s: %s", cand_ep(c)->text, cause);
+        } else {
+                sf_log(SF_LOG_DEBUG, fname(c), c->id, "connect %s: %s", cand_ep(c)->text, cause);
+        }
+}
+
+/* Drops the upstream socket of a failed attempt; with a watcher, the next attempt waits for
+ * libuv to release it (on_handle_closed continues). Returns true when it has to wait. */
+static bool drop_upstream(struct sf_conn *c) {
+        bool wait = false;
+        if (c->poll_init[UPSTREAM]) {
+                c->poll_init[UPSTREAM] = false;
+                c->pending_closes++;
+                uv_close((uv_handle_t *)&c->poll[UPSTREAM], on_handle_closed);
+                wait = true;
+        }
+        if (c->fd[UPSTREAM] >= 0) {
+                close(c->fd[UPSTREAM]);
+                c->fd[UPSTREAM] = -1;
+        }
+        return wait;
+}
+
+/* A candidate failed: remember why, log on state change only, try the next one. */
+static void cand_failed(struct sf_conn *c, int e, const char *detail) {
+        const struct sf_endpoint *ep = cand_ep(c);
+        char cause[220];
+
+        uv_timer_stop(&c->timer);
+
+        if (detail)
+                snprintf(cause, sizeof cause, "%s", detail);
+        else if ((ep->kind == SF_EP_UNIX) && e == ECONNREFUSED &&
+                 sf_sockpath_probe(ep->path) == SF_PATH_MOUNT_DIR)
+                snprintf(cause, sizeof cause,
+                         "is a directory, not a socket: the host socket bind mount did not carry a socket "
+                         "(Docker Desktop?)");
+        else if ((ep->kind == SF_EP_UNIX) && e == ECONNREFUSED &&
+                 sf_sockpath_probe(ep->path) == SF_PATH_EMPTY_DIR)
+                snprintf(cause, sizeof cause, "is a directory, not a socket");
+        else
+                snprintf(cause, sizeof cause, "%s%s", strerror(e), connect_hint(ep, e));
+        snprintf(c->dial_error, sizeof c->dial_error, "connect %s: %s", ep->text, cause);
+        c->dial_errno = e;
+        cand_log_failure(c, cause);
+
+        if (c->ai_list) {
+                freeaddrinfo(c->ai_list);
+                c->ai_list = c->ai_next = NULL;
+        }
+        bool wait = drop_upstream(c);
+        c->cand = (c->cand + 1) % (int)c->fwd->conf->n_connect;
+        c->tries++;
+        if (!wait)
+                dial_next(c);
+}
+
+static void send_status_and_linger(struct sf_conn *c, enum sf_hs_status st, const char *reason) {
+        size_t n = sf_hs_status_build(c->hs, &c->fwd->key, c->snonce, c->cnonce, st, reason);
+        /* A fresh socket's send buffer is empty, so the frame goes out whole or not at all. */
+        if (send(c->fd[CLIENT], c->hs, n, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)n) {
+                sf_conn_close(c, "status frame not sent");
+                return;
+        }
+        /* Close only after the peer has read the status: closing with its bytes unread
+         * would send a reset that can overtake the status frame. */
+        shutdown(c->fd[CLIENT], SHUT_WR);
+        c->state = ST_LINGER;
+        drop_upstream(c);
+        timer_arm(c, LINGER_MS);
+        update_polls(c);
+}
+
+static void all_candidates_failed(struct sf_conn *c) {
+        struct sf_fwd *fwd = c->fwd;
+        struct sf_relay_stats *st = &fwd->stats;
+        uint64_t *counter = c->dial_errno == ETIMEDOUT ? &st->err_timeout
+                            : c->dial_errno == ECONNREFUSED || c->dial_errno == ENOENT ? &st->err_refused
+                                                                                        : &st->err_other;
+        char msg[256];
+        if (fwd->conf->n_connect > 1)
+                snprintf(msg, sizeof msg, "upstream unavailable: no candidate answered; last: %s", c->dial_error);
+        else
+                snprintf(msg, sizeof msg, "upstream unavailable: %s", c->dial_error);
+        note_error(c, counter, msg);
+        if (sf_fwd_ratelimit(fwd))
+                sf_log(SF_LOG_ERROR, fname(c), c->id, "%s; closing the client connection", msg);
+        if (c->hs_server)
+                send_status_and_linger(c, SF_HS_UPSTREAM_UNAVAILABLE, c->dial_error);
+        else
+                sf_conn_close(c, msg);
+}
+
+/* ---- dialing ---------------------------------------------------------------------------- */
+
+static bool is_net_family(int family) {
+        return family == AF_INET || family == AF_INET6 || family == AF_VSOCK;
+}
+
+static void start_relaying(struct sf_conn *c);
+static void on_poll(uv_poll_t *h, int status, int events);
+
+/* Listening side of an authenticated link: the upstream answers, tell the client. The status
+ * frame is queued ahead of the upstream's bytes. Returns false when the connection is gone. */
+static bool server_confirm(struct sf_conn *c) {
+        struct sf_fwd *fwd = c->fwd;
+        size_t n = sf_hs_status_build(c->hs, &fwd->key, c->snonce, c->cnonce, SF_HS_OK, "");
+        if (c->hs_flags & SF_HS_FLAG_PROBE) {
+                if (send(c->fd[CLIENT], c->hs, n, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)n)
+                        sf_log(SF_LOG_DEBUG, fname(c), c->id, "probe: upstream %s answers", cand_ep(c)->text);
+                sf_conn_close(c, "probe answered");
+                return false;
+        }
+        struct dir *d = &c->dir[UPSTREAM];
+        if (!d->buf && !(d->buf = sf_bufpool_get(fwd->pool))) {
+                sf_conn_close(c, "out of memory");
+                return false;
+        }
+        memcpy(d->buf, c->hs, n);
+        d->off = 0;
+        d->len = (uint32_t)n;
+        c->hs_server = false;
+        return true;
+}
+
+static void upstream_connected(struct sf_conn *c) {
+        struct sf_fwd *fwd = c->fwd;
+        if (fwd->cand_failing[c->cand]) {
+                fwd->cand_failing[c->cand] = false;
+                sf_log(SF_LOG_INFO, fname(c), c->id, "connect %s: reachable again", cand_ep(c)->text);
+        }
+        if (fwd->last_good != c->cand)
+                sf_log(SF_LOG_DEBUG, fname(c), c->id, "using %s", cand_ep(c)->text);
+        fwd->last_good = c->cand;
+        fwd->stats.candidate = c->cand;
+        if (c->upstream_family == AF_INET || c->upstream_family == AF_INET6) {
+                int one = 1;
+                setsockopt(c->fd[UPSTREAM], IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        }
+        if (!c->poll_init[UPSTREAM]) {
+                uv_poll_init(fwd->loop, &c->poll[UPSTREAM], c->fd[UPSTREAM]);
+                c->poll[UPSTREAM].data = c;
+                c->poll_init[UPSTREAM] = true;
+                c->mask[UPSTREAM] = 0;
+        }
+        uv_timer_stop(&c->timer);
+
+        if (fwd->has_key && is_net_family(c->upstream_family)) {
+                c->state = ST_AWAIT_HELLO;
+                c->hs_len = 0;
+                timer_arm(c, fwd->conf->handshake_timeout_ms);
+                update_polls(c);
+                return;
+        }
+        if (c->hs_server && !server_confirm(c))
+                return;
+        start_relaying(c);
+}
+
+static int sockaddr_for(const struct sf_endpoint *ep, struct sockaddr_storage *ss, socklen_t *len) {
+        memset(ss, 0, sizeof *ss);
+        if (ep->kind == SF_EP_UNIX || ep->kind == SF_EP_ABSTRACT) {
+                struct sockaddr_un *sa = (struct sockaddr_un *)ss;
+                size_t n = strlen(ep->path);
+                sa->sun_family = AF_UNIX;
+                if (ep->kind == SF_EP_ABSTRACT) {
+                        memcpy(sa->sun_path + 1, ep->path, n);
+                        *len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+                } else {
+                        memcpy(sa->sun_path, ep->path, n);
+                        *len = sizeof *sa;
+                }
+                return AF_UNIX;
+        }
+        if (ep->kind == SF_EP_VSOCK) {
+                struct sockaddr_vm *sa = (struct sockaddr_vm *)ss;
+                sa->svm_family = AF_VSOCK;
+                sa->svm_cid = ep->cid;
+                sa->svm_port = ep->port;
+                *len = sizeof *sa;
+                return AF_VSOCK;
+        }
+        struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+        if (inet_pton(AF_INET, ep->host, &s4->sin_addr) == 1) {
+                s4->sin_family = AF_INET;
+                s4->sin_port = htons((uint16_t)ep->port);
+                *len = sizeof *s4;
+                return AF_INET;
+        }
+        if (inet_pton(AF_INET6, ep->host, &s6->sin6_addr) == 1) {
+                s6->sin6_family = AF_INET6;
+                s6->sin6_port = htons((uint16_t)ep->port);
+                *len = sizeof *s6;
+                return AF_INET6;
+        }
+        return -1; /* a name: resolve first */
+}
+
+/* Starts a non-blocking connect to addr. Returns 0 when connected or in progress (watch
+ * for writable), -errno on failure. */
+static int connect_addr(struct sf_conn *c, const struct sockaddr *addr, socklen_t len, bool *in_progress) {
+        int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return -errno;
+        *in_progress = false;
+        c->fd[UPSTREAM] = fd;
+        c->upstream_family = addr->sa_family;
+        if (connect(fd, addr, len) == 0)
+                return 0;
+        if (errno == EINPROGRESS) {
+                *in_progress = true;
+                return 0;
+        }
+        int e = errno;
+        close(fd);
+        c->fd[UPSTREAM] = -1;
+        return -e;
+}
+
+static void watch_connect(struct sf_conn *c) {
+        uv_poll_init(c->fwd->loop, &c->poll[UPSTREAM], c->fd[UPSTREAM]);
+        c->poll[UPSTREAM].data = c;
+        c->poll_init[UPSTREAM] = true;
+        c->mask[UPSTREAM] = UV_WRITABLE;
+        uv_poll_start(&c->poll[UPSTREAM], UV_WRITABLE, on_poll);
+}
+
+static uint64_t remaining_ms(struct sf_conn *c) {
+        uint64_t now = uv_now(c->fwd->loop);
+        return c->dial_deadline > now ? c->dial_deadline - now : 1;
+}
+
+static void try_next_addr(struct sf_conn *c) {
+        int last = EHOSTUNREACH;
+        while (c->ai_next) {
+                struct addrinfo *ai = c->ai_next;
+                c->ai_next = ai->ai_next;
+                bool in_progress;
+                int r = connect_addr(c, ai->ai_addr, ai->ai_addrlen, &in_progress);
+                if (r == 0) {
+                        if (in_progress) {
+                                watch_connect(c);
+                                timer_arm(c, remaining_ms(c));
+                        } else {
+                                upstream_connected(c);
+                        }
+                        return;
+                }
+                last = -r;
+        }
+        cand_failed(c, last, NULL);
+}
+
+static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res) {
+        struct gai_req *g = (struct gai_req *)req;
+        struct sf_conn *c = g->conn;
+        free(g);
+        if (!c) {
+                uv_freeaddrinfo(res);
+                return;
+        }
+        c->gai = NULL;
+        if (status < 0) {
+                char cause[200];
+                const struct sf_endpoint *ep = cand_ep(c);
+                snprintf(cause, sizeof cause, "cannot resolve %s: %s%s", ep->host, uv_strerror(status),
+                         strcmp(ep->host, "host.docker.internal") == 0
+                                 ? " — on native Linux start the container with --add-host=host.docker.internal:host-gateway"
+                                 : "");
+                uv_freeaddrinfo(res);
+                uv_timer_stop(&c->timer);
+                cand_failed(c, EHOSTUNREACH, cause);
+                return;
+        }
+        c->ai_list = c->ai_next = res;
+        try_next_addr(c);
+}
+
+static void dial_candidate(struct sf_conn *c) {
+        const struct sf_endpoint *ep = cand_ep(c);
+        struct sockaddr_storage ss;
+        socklen_t len;
+        int family = sockaddr_for(ep, &ss, &len);
+
+        if (family < 0) {
+                struct gai_req *g = calloc(1, sizeof *g);
+                char port[16];
+                struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV | AI_ADDRCONFIG };
+                if (!g) {
+                        cand_failed(c, ENOMEM, NULL);
+                        return;
+                }
+                g->conn = c;
+                snprintf(port, sizeof port, "%u", ep->port);
+                int r = uv_getaddrinfo(c->fwd->loop, &g->req, on_resolved, ep->host, port, &hints);
+                if (r < 0) {
+                        free(g);
+                        cand_failed(c, -r, NULL);
+                        return;
+                }
+                c->gai = g;
+                timer_arm(c, remaining_ms(c));
+                return;
+        }
+        bool in_progress;
+        int r = connect_addr(c, (struct sockaddr *)&ss, len, &in_progress);
+        if (r == -EAGAIN && family == AF_UNIX) {
+                /* A unix listener with a full backlog: the kernel does not queue us, so retry
+                 * shortly until connect-timeout rather than failing a burst of clients. */
+                if (uv_now(c->fwd->loop) + UNIX_RETRY_MS < c->dial_deadline) {
+                        timer_arm(c, UNIX_RETRY_MS);
+                        return;
+                }
+                r = -ETIMEDOUT;
+        }
+        if (r < 0) {
+                if ((r == -EPERM || r == -EACCES) && family == AF_VSOCK && c->fd[UPSTREAM] < 0)
+                        cand_failed(c, -r,
+                                    "AF_VSOCK sockets are denied here (Docker's default seccomp profile "
+                                    "blocks them); use a tcp: endpoint instead");
+                else if (r == -EAFNOSUPPORT && family == AF_VSOCK)
+                        cand_failed(c, -r, "this kernel has no vsock support; use a tcp: endpoint");
+                else
+                        cand_failed(c, -r, NULL);
+                return;
+        }
+        if (in_progress) {
+                watch_connect(c);
+                timer_arm(c, remaining_ms(c));
+        } else {
+                upstream_connected(c);
+        }
+}
+
+static void dial_next(struct sf_conn *c) {
+        if (c->closing)
+                return;
+        if (c->tries >= c->fwd->conf->n_connect) {
+                all_candidates_failed(c);
+                return;
+        }
+        if (c->poll_init[UPSTREAM] || c->pending_closes > 0)
+                return; /* on_handle_closed continues once the old watcher is released */
+        c->dial_deadline = uv_now(c->fwd->loop) + c->fwd->conf->connect_timeout_ms;
+        dial_candidate(c);
+}
+
+static void dial_start(struct sf_conn *c) {
+        c->state = ST_DIALING;
+        c->tries = 0;
+        c->cand = c->fwd->last_good >= 0 ? c->fwd->last_good : 0;
+        update_polls(c);
+        dial_next(c);
+}
+
+/* ---- the link handshake ----------------------------------------------------------------- */
+
+static void quote_printable(char *out, size_t cap, const uint8_t *in, size_t len) {
+        size_t o = 0;
+        for (size_t i = 0; i < len && i < 40 && o + 1 < cap; i++) {
+                if (in[i] < 0x20 || in[i] > 0x7e)
+                        break;
+                out[o++] = (char)in[i];
+        }
+        out[o] = '\0';
+}
+
+static void wrong_peer(struct sf_conn *c) {
+        char quoted[48], msg[300];
+        quote_printable(quoted, sizeof quoted, c->hs, c->hs_len);
+        if (quoted[0])
+                snprintf(msg, sizeof msg, "wrong peer: %s is not a sockferry relay: it sent \"%s\"",
+                         cand_ep(c)->text, quoted);
+        else
+                snprintf(msg, sizeof msg,
+                         "wrong peer: %s is not a sockferry relay: it sent %u bytes that are not a sockferry "
+                         "greeting",
+                         cand_ep(c)->text, c->hs_len);
+        note_error(c, &c->fwd->stats.err_wrong_peer, msg);
+        if (sf_fwd_ratelimit(c->fwd))
+                sf_log(SF_LOG_ERROR, fname(c), c->id, "%s", msg);
+        sf_conn_close(c, msg);
+}
+
+static void handshake_failed(struct sf_conn *c, uint64_t *counter, const char *msg) {
+        note_error(c, counter, msg);
+        if (sf_fwd_ratelimit(c->fwd))
+                sf_log(SF_LOG_ERROR, fname(c), c->id, "%s", msg);
+        sf_conn_close(c, msg);
+}
+
+/* Reads up to want-hs_len bytes of a handshake frame. 1: complete, 0: more to come,
+ * -1: connection closed (c->hs_len says how much arrived), -2: error (errno). */
+static int hs_read(struct sf_conn *c, int side, size_t want) {
+        while (c->hs_len < want) {
+                ssize_t n = recv(c->fd[side], c->hs + c->hs_len, want - c->hs_len, 0);
+                if (n > 0) {
+                        c->hs_len += (uint16_t)n;
+                        continue;
+                }
+                if (n == 0)
+                        return -1;
+                if (errno == EINTR)
+                        continue;
+                return errno == EAGAIN ? 0 : -2;
+        }
+        return 1;
+}
+
+static void peer_name(struct sf_conn *c, char *out, size_t cap) {
+        struct sockaddr_storage ss;
+        socklen_t len = sizeof ss;
+        char host[INET6_ADDRSTRLEN] = "?";
+        if (getpeername(c->fd[CLIENT], (struct sockaddr *)&ss, &len) < 0) {
+                snprintf(out, cap, "an unknown peer");
+                return;
+        }
+        if (ss.ss_family == AF_INET) {
+                struct sockaddr_in *s = (struct sockaddr_in *)&ss;
+                inet_ntop(AF_INET, &s->sin_addr, host, sizeof host);
+                snprintf(out, cap, "%s:%u", host, ntohs(s->sin_port));
+        } else if (ss.ss_family == AF_INET6) {
+                struct sockaddr_in6 *s = (struct sockaddr_in6 *)&ss;
+                inet_ntop(AF_INET6, &s->sin6_addr, host, sizeof host);
+                snprintf(out, cap, "[%s]:%u", host, ntohs(s->sin6_port));
+        } else if (ss.ss_family == AF_VSOCK) {
+                struct sockaddr_vm *s = (struct sockaddr_vm *)&ss;
+                snprintf(out, cap, "vsock CID %u port %u", s->svm_cid, s->svm_port);
+        } else {
+                snprintf(out, cap, "a local peer");
+        }
+}
+
+/* Listening side: the client frame arrived (or not). */
+static void on_client_frame(struct sf_conn *c) {
+        struct sf_fwd *fwd = c->fwd;
+        int r = hs_read(c, CLIENT, SF_HS_CLIENT_LEN);
+        if (r == 0)
+                return;
+        char peer[96], msg[256];
+        peer_name(c, peer, sizeof peer);
+        if (r < 0) {
+                snprintf(msg, sizeof msg, "no greeting: %s closed the link during the handshake", peer);
+                sf_log(SF_LOG_DEBUG, fname(c), c->id, "%s", msg);
+                sf_conn_close(c, msg);
+                return;
+        }
+        /* Check the magic before anything else so a stray client is named as such. */
+        uint8_t version = 0;
+        r = sf_hs_client_verify(c->hs, &fwd->key, c->snonce, c->cnonce, &c->hs_flags, &version);
+        if (r == -EPROTO) {
+                snprintf(msg, sizeof msg, "wrong peer: %s is not a sockferry relay (it did not answer our greeting)",
+                         peer);
+                note_error(c, &fwd->stats.err_wrong_peer, msg);
+                if (sf_fwd_ratelimit(fwd))
+                        sf_log(SF_LOG_WARN, fname(c), c->id, "%s", msg);
+                sf_conn_close(c, msg);
+                return;
+        }
+        if (r == -EPROTONOSUPPORT) {
+                snprintf(msg, sizeof msg, "version mismatch: %s speaks sockferry/%u, we speak sockferry/%u", peer,
+                         version, SF_HS_VERSION);
+                note_error(c, &fwd->stats.err_other, msg);
+                if (sf_fwd_ratelimit(fwd))
+                        sf_log(SF_LOG_WARN, fname(c), c->id, "%s", msg);
+                send_status_and_linger(c, SF_HS_VERSION_MISMATCH, "");
+                return;
+        }
+        if (r == -EACCES) {
+                snprintf(msg, sizeof msg, "auth rejected: %s does not hold our token (%s)", peer,
+                         fwd->token_file ? fwd->token_file : "token-file");
+                note_error(c, &fwd->stats.err_auth, msg);
+                if (sf_fwd_ratelimit(fwd))
+                        sf_log(SF_LOG_WARN, fname(c), c->id, "%s", msg);
+                send_status_and_linger(c, SF_HS_AUTH_REJECTED, "");
+                return;
+        }
+        if (c->hs_flags & ~SF_HS_FLAGS_KNOWN) {
+                send_status_and_linger(c, SF_HS_BAD_FRAME, "unknown flags");
+                return;
+        }
+        uv_timer_stop(&c->timer);
+        dial_start(c);
+}
+
+/* Connecting side: the peer relay's greeting. */
+static void on_hello(struct sf_conn *c) {
+        struct sf_fwd *fwd = c->fwd;
+        int r = hs_read(c, UPSTREAM, SF_HS_HELLO_LEN);
+        size_t cmp = c->hs_len < 4 ? c->hs_len : 4;
+        if (memcmp(c->hs, SF_HS_MAGIC, cmp) != 0) {
+                wrong_peer(c);
+                return;
+        }
+        if (r == 0)
+                return;
+        if (r < 0) {
+                char msg[300];
+                if (c->hs_len == 0)
+                        snprintf(msg, sizeof msg,
+                                 "no greeting: %s closed the connection without a word: it is not a sockferry "
+                                 "relay, or the relay there refused us (max-conns, allow-uid?)",
+                                 cand_ep(c)->text);
+                else
+                        snprintf(msg, sizeof msg, "no greeting: %s closed the connection in the middle of its greeting",
+                                 cand_ep(c)->text);
+                handshake_failed(c, &fwd->stats.err_wrong_peer, msg);
+                return;
+        }
+        uint8_t version = 0;
+        r = sf_hs_hello_parse(c->hs, c->snonce, &version);
+        if (r == -EPROTONOSUPPORT) {
+                char msg[300];
+                snprintf(msg, sizeof msg,
+                         "version mismatch: %s speaks sockferry/%u, we speak sockferry/%u — run the same sockferry "
+                         "version on both sides",
+                         cand_ep(c)->text, version, SF_HS_VERSION);
+                handshake_failed(c, &fwd->stats.err_other, msg);
+                return;
+        }
+        if (r < 0) {
+                wrong_peer(c);
+                return;
+        }
+        sf_hs_nonce_new(c->cnonce);
+        struct dir *d = &c->dir[CLIENT];
+        d->buf = sf_bufpool_get(fwd->pool);
+        if (!d->buf) {
+                sf_conn_close(c, "out of memory");
+                return;
+        }
+        /* The frame is queued ahead of the client's bytes: they may follow at once, no round trip. */
+        sf_hs_client_build((uint8_t *)d->buf, &fwd->key, c->snonce, c->cnonce, 0);
+        d->off = 0;
+        d->len = SF_HS_CLIENT_LEN;
+        c->hs_await_status = true;
+        c->hs_len = 0;
+        /* The host relay dials its upstream before it answers. */
+        timer_arm(c, fwd->conf->handshake_timeout_ms + fwd->conf->connect_timeout_ms);
+        start_relaying(c);
+}
+
+/* Connecting side: the status frame that follows our client frame. */
+static void on_status(struct sf_conn *c) {
+        struct sf_fwd *fwd = c->fwd;
+        int r = hs_read(c, UPSTREAM, 2);
+        if (r == 1)
+                r = hs_read(c, UPSTREAM, sf_hs_status_frame_len(c->hs, c->hs_len));
+        if (r == 0)
+                return;
+        char msg[400];
+        if (r < 0) {
+                snprintf(msg, sizeof msg,
+                         "no greeting: %s closed the link before confirming it (is it a sockferry relay with "
+                         "auth = token?)",
+                         cand_ep(c)->text);
+                handshake_failed(c, &fwd->stats.err_wrong_peer, msg);
+                return;
+        }
+        enum sf_hs_status st;
+        char reason[256];
+        r = sf_hs_status_parse(c->hs, c->hs_len, &fwd->key, c->snonce, c->cnonce, &st, reason);
+        if (st == SF_HS_AUTH_REJECTED || (r < 0 && st == SF_HS_OK)) {
+                snprintf(msg, sizeof msg,
+                         "auth rejected: %s does not accept our token (%s): both sides need the same token file",
+                         cand_ep(c)->text, fwd->token_file ? fwd->token_file : "token-file");
+                handshake_failed(c, &fwd->stats.err_auth, msg);
+                return;
+        }
+        if (st == SF_HS_UPSTREAM_UNAVAILABLE) {
+                snprintf(msg, sizeof msg, "upstream unavailable: the host relay at %s could not reach its upstream: %s",
+                         cand_ep(c)->text, reason[0] ? reason : "no reason given");
+                handshake_failed(c, &fwd->stats.err_upstream, msg);
+                return;
+        }
+        if (st == SF_HS_VERSION_MISMATCH) {
+                snprintf(msg, sizeof msg, "version mismatch: %s does not speak sockferry/%u", cand_ep(c)->text,
+                         SF_HS_VERSION);
+                handshake_failed(c, &fwd->stats.err_other, msg);
+                return;
+        }
+        if (st != SF_HS_OK) {
+                snprintf(msg, sizeof msg, "wrong peer: %s answered with status %u (%s)", cand_ep(c)->text,
+                         (unsigned)st, reason);
+                handshake_failed(c, &fwd->stats.err_other, msg);
+                return;
+        }
+        c->hs_await_status = false;
+        /* A relay chained behind another: confirm to our client only now that the far end did. */
+        if (c->hs_server && !server_confirm(c))
+                return;
+        idle_arm(c);
+}
+
+/* ---- relaying ----------------------------------------------------------------------------- */
+
+static bool dir_pending(const struct dir *d) {
+        return d->off < d->len;
+}
+
+static void start_relaying(struct sf_conn *c) {
+        c->state = ST_RELAYING;
+        if (!c->hs_await_status)
+                idle_arm(c);
+        update_polls(c);
+}
+
+static void pass_eof(struct sf_conn *c, int from) {
+        struct dir *d = &c->dir[from];
+        if (d->eof && !d->shut && !dir_pending(d)) {
+                shutdown(c->fd[1 - from], SHUT_WR);
+                d->shut = true;
+        }
+}
+
+/* Writes what is queued in dir[from] to the other side. 0 or -errno. */
+static int flush(struct sf_conn *c, int from) {
+        struct dir *d = &c->dir[from];
+        while (dir_pending(d)) {
+                ssize_t n = send(c->fd[1 - from], d->buf + d->off, d->len - d->off, MSG_NOSIGNAL | MSG_DONTWAIT);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno == EAGAIN)
+                                return 0;
+                        return -errno;
+                }
+                d->off += (uint32_t)n;
+        }
+        release_buf(c, from);
+        pass_eof(c, from);
+        return 0;
+}
+
+static void count_bytes(struct sf_conn *c, int from, size_t n) {
+        if (from == CLIENT)
+                c->fwd->stats.bytes_up += n;
+        else
+                c->fwd->stats.bytes_down += n;
+}
+
+/* Reads from side `from` and writes straight on; whatever the other side does not take
+ * stays queued and reading `from` stops until it drains (backpressure). 0 or -errno. */
+static int pump(struct sf_conn *c, int from) {
+        struct dir *d = &c->dir[from];
+        int to = 1 - from;
+        for (int round = 0; round < PUMP_ROUNDS && !d->eof && !dir_pending(d); round++) {
+                if (!d->buf && !(d->buf = sf_bufpool_get(c->fwd->pool)))
+                        return -ENOMEM;
+                ssize_t n = recv(c->fd[from], d->buf, SF_BUF_SIZE, 0);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno == EAGAIN)
+                                break;
+                        return -errno;
+                }
+                if (n == 0) {
+                        d->eof = true;
+                        break;
+                }
+                count_bytes(c, from, (size_t)n);
+                ssize_t w = send(c->fd[to], d->buf, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+                if (w < 0) {
+                        if (errno != EAGAIN && errno != EINTR)
+                                return -errno;
+                        w = 0;
+                }
+                if (w < n) {
+                        d->off = (uint32_t)w;
+                        d->len = (uint32_t)n;
+                }
+                if (n < SF_BUF_SIZE)
+                        break; /* the socket is most likely empty: spare a recv that says EAGAIN */
+        }
+        if (d->buf && !dir_pending(d))
+                release_buf(c, from);
+        pass_eof(c, from);
+        return 0;
+}
+
+static bool side_readable_wanted(const struct sf_conn *c, int side) {
+        switch (c->state) {
+        case ST_AWAIT_CLIENT_FRAME:
+        case ST_LINGER:
+                return side == CLIENT;
+        case ST_DIALING:
+                return false;
+        case ST_AWAIT_HELLO:
+                return side == UPSTREAM;
+        case ST_RELAYING:
+                if (side == UPSTREAM && c->hs_await_status)
+                        return true;
+                return !c->dir[side].eof && !dir_pending(&c->dir[side]);
+        }
+        return false;
+}
+
+static void update_polls(struct sf_conn *c) {
+        if (c->closing)
+                return;
+        for (int s = 0; s < 2; s++) {
+                if (!c->poll_init[s])
+                        continue;
+                if (c->state == ST_DIALING && s == UPSTREAM)
+                        continue; /* the connect watcher is managed by the dialer */
+                int mask = 0;
+                if (side_readable_wanted(c, s))
+                        mask |= UV_READABLE;
+                if (c->state == ST_RELAYING && dir_pending(&c->dir[1 - s]))
+                        mask |= UV_WRITABLE;
+                if (mask == c->mask[s])
+                        continue;
+                c->mask[s] = mask;
+                if (mask)
+                        uv_poll_start(&c->poll[s], mask, on_poll);
+                else
+                        uv_poll_stop(&c->poll[s]);
+        }
+}
+
+static void relay_error(struct sf_conn *c, int e) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "connection error: %s", strerror(e));
+        if (e != ECONNRESET && e != EPIPE)
+                sf_log(SF_LOG_WARN, fname(c), c->id, "%s", msg);
+        sf_conn_close(c, msg);
+}
+
+static void on_connect_ready(struct sf_conn *c) {
+        int err = 0;
+        socklen_t len = sizeof err;
+        if (getsockopt(c->fd[UPSTREAM], SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+                err = errno;
+        if (err == EINPROGRESS || err == EALREADY)
+                return;
+        if (err) {
+                if (c->ai_next) {
+                        /* The name has another address: try it once the watcher is released. */
+                        uv_timer_stop(&c->timer);
+                        c->dial_errno = err;
+                        drop_upstream(c);
+                        return;
+                }
+                cand_failed(c, err, NULL);
+                return;
+        }
+        uv_timer_stop(&c->timer);
+        uv_poll_stop(&c->poll[UPSTREAM]);
+        c->mask[UPSTREAM] = 0;
+        upstream_connected(c);
+}
+
+static void on_poll(uv_poll_t *h, int status, int events) {
+        struct sf_conn *c = h->data;
+        int side = h == &c->poll[CLIENT] ? CLIENT : UPSTREAM;
+        if (c->closing)
+                return;
+        if (status < 0) {
+                /* libuv reports POLLERR as UV_EBADF: the socket's own error says what happened. */
+                if (c->state == ST_DIALING && side == UPSTREAM) {
+                        on_connect_ready(c);
+                        return;
+                }
+                int err = 0;
+                socklen_t len = sizeof err;
+                if (getsockopt(c->fd[side], SOL_SOCKET, SO_ERROR, &err, &len) < 0 || err == 0)
+                        err = -status;
+                relay_error(c, err);
+                return;
+        }
+        c->last_activity = uv_now(c->fwd->loop);
+        switch (c->state) {
+        case ST_DIALING:
+                if (side == UPSTREAM)
+                        on_connect_ready(c);
+                return;
+        case ST_AWAIT_CLIENT_FRAME:
+                on_client_frame(c);
+                return;
+        case ST_AWAIT_HELLO:
+                on_hello(c);
+                return;
+        case ST_LINGER: {
+                char sink[4096];
+                ssize_t n;
+                while ((n = recv(c->fd[CLIENT], sink, sizeof sink, 0)) > 0)
+                        ;
+                if (n == 0 || errno != EAGAIN)
+                        sf_conn_close(c, "failure status delivered");
+                return;
+        }
+        case ST_RELAYING:
+                break;
+        }
+
+        int r = 0;
+        if (events & UV_WRITABLE)
+                r = flush(c, 1 - side);
+        if (r == 0 && (events & UV_READABLE)) {
+                if (side == UPSTREAM && c->hs_await_status) {
+                        on_status(c);
+                        if (c->closing || c->hs_await_status)
+                                goto out;
+                }
+                r = pump(c, side);
+                if (r == 0 && dir_pending(&c->dir[side]))
+                        r = flush(c, side); /* the other side may have room by now */
+        }
+        if (r < 0) {
+                relay_error(c, -r);
+                return;
+        }
+        if (c->dir[CLIENT].shut && c->dir[UPSTREAM].shut) {
+                sf_conn_close(c, "both directions done");
+                return;
+        }
+out:
+        update_polls(c);
+}
+
+static void on_timer(uv_timer_t *t) {
+        struct sf_conn *c = t->data;
+        if (c->closing)
+                return;
+        char msg[300];
+        switch (c->state) {
+        case ST_AWAIT_CLIENT_FRAME: {
+                char peer[96];
+                peer_name(c, peer, sizeof peer);
+                snprintf(msg, sizeof msg, "no greeting: %s sent no handshake within %llums", peer,
+                         (unsigned long long)c->fwd->conf->handshake_timeout_ms);
+                sf_log(SF_LOG_DEBUG, fname(c), c->id, "%s", msg);
+                note_error(c, &c->fwd->stats.err_timeout, msg);
+                sf_conn_close(c, msg);
+                return;
+        }
+        case ST_DIALING:
+                if (c->pending_closes > 0)
+                        return; /* between two attempts */
+                if (c->gai || (c->poll_init[UPSTREAM] && c->fd[UPSTREAM] >= 0) ||
+                    uv_now(c->fwd->loop) + UNIX_RETRY_MS >= c->dial_deadline) {
+                        if (c->gai) {
+                                c->gai->conn = NULL;
+                                uv_cancel((uv_req_t *)&c->gai->req);
+                                c->gai = NULL;
+                        }
+                        char cause[200];
+                        snprintf(cause, sizeof cause, "timed out after %llums%s",
+                                 (unsigned long long)c->fwd->conf->connect_timeout_ms,
+                                 connect_hint(cand_ep(c), ETIMEDOUT));
+                        cand_failed(c, ETIMEDOUT, cause);
+                        return;
+                }
+                dial_candidate(c); /* unix backlog retry */
+                return;
+        case ST_AWAIT_HELLO:
+                snprintf(msg, sizeof msg,
+                         "wrong peer: %s sent nothing within %llums: it may be a plain TCP service (then auth = none "
+                         "is what you meant) or an overloaded relay",
+                         cand_ep(c)->text, (unsigned long long)c->fwd->conf->handshake_timeout_ms);
+                handshake_failed(c, &c->fwd->stats.err_wrong_peer, msg);
+                return;
+        case ST_LINGER:
+                sf_conn_close(c, "linger over");
+                return;
+        case ST_RELAYING:
+                if (c->hs_await_status) {
+                        snprintf(msg, sizeof msg, "no greeting: %s did not confirm the link in time",
+                                 cand_ep(c)->text);
+                        handshake_failed(c, &c->fwd->stats.err_timeout, msg);
+                        return;
+                }
+                uint64_t idle = c->fwd->conf->idle_timeout_ms, now = uv_now(c->fwd->loop);
+                if (now - c->last_activity >= idle) {
+                        sf_log(SF_LOG_DEBUG, fname(c), c->id, "idle for %llums: closing",
+                               (unsigned long long)idle);
+                        sf_conn_close(c, "idle timeout");
+                        return;
+                }
+                uv_timer_start(&c->timer, on_timer, idle - (now - c->last_activity), 0);
+                return;
+        }
+}
+
+int sf_conn_new(struct sf_fwd *fwd, int fd) {
+        struct sf_conn *c = calloc(1, sizeof *c);
+        if (!c) {
+                close(fd);
+                return -ENOMEM;
+        }
+        c->fwd = fwd;
+        c->id = ++fwd->next_conn_id;
+        c->fd[CLIENT] = fd;
+        c->fd[UPSTREAM] = -1;
+        c->cand = 0;
+        uv_timer_init(fwd->loop, &c->timer);
+        c->timer.data = c;
+        uv_poll_init(fwd->loop, &c->poll[CLIENT], fd);
+        c->poll[CLIENT].data = c;
+        c->poll_init[CLIENT] = true;
+        c->last_activity = uv_now(fwd->loop);
+
+        c->next = fwd->conns;
+        if (c->next)
+                c->next->prev = c;
+        fwd->conns = c;
+        fwd->stats.active++;
+        fwd->stats.total++;
+        fwd->n_conns_allocated++;
+
+        if (fwd->listener.family == AF_INET || fwd->listener.family == AF_INET6) {
+                int one = 1;
+                setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        }
+        if (fwd->has_key && is_net_family(fwd->listener.family)) {
+                uint8_t hello[SF_HS_HELLO_LEN];
+                sf_hs_nonce_new(c->snonce);
+                sf_hs_hello_build(hello, c->snonce);
+                if (send(fd, hello, sizeof hello, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)sizeof hello) {
+                        sf_conn_close(c, "greeting not sent");
+                        return 0;
+                }
+                c->state = ST_AWAIT_CLIENT_FRAME;
+                c->hs_server = true;
+                timer_arm(c, fwd->conf->handshake_timeout_ms);
+                update_polls(c);
+                return 0;
+        }
+        dial_start(c);
+        return 0;
+}

@@ -1,0 +1,55 @@
+#pragma once
+/* Run-time state of one forward, shared by the relay (accepting) and its connections. */
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "conf/conf.h"
+#include "relay/handshake.h"
+#include "relay/listener.h"
+#include "relay/relay.h"
+
+struct sf_conn;
+struct sf_bufpool;
+
+struct sf_fwd {
+        struct sf_relay *relay;
+        uv_loop_t *loop;
+        const struct sf_forward *conf;
+        struct sf_bufpool *pool;
+
+        struct sf_listener listener;
+        uv_poll_t listen_poll;
+        bool listen_poll_init;
+        bool listening;      /* poll active */
+        uv_timer_t backoff;  /* accept retry after EMFILE/ENFILE */
+        bool backoff_init;
+        uint64_t backoff_ms;
+        bool paused_full;    /* max-conns reached */
+        bool paused_fds;     /* out of file descriptors */
+
+        struct sf_hs_key key;
+        bool has_key;
+        const char *token_file; /* for messages: never the token itself */
+
+        int last_good;                            /* candidate to try first, -1 none */
+        bool cand_failing[SF_MAX_CANDIDATES];     /* logged as failing: log again on recovery */
+
+        uint64_t next_conn_id;
+        struct sf_conn *conns; /* intrusive list of open connections */
+        size_t n_conns_allocated; /* open or closing, memory not yet freed */
+        struct sf_relay_stats stats;
+
+        uint64_t ratelimit_start_ms; /* one-second windows for per-connection error lines */
+        unsigned ratelimit_count;
+        unsigned ratelimit_suppressed;
+};
+
+/* Called by a connection when it is gone (memory about to be freed), so the forward can
+ * resume a listener paused by max-conns and finish a graceful stop. */
+void sf_fwd_conn_gone(struct sf_fwd *fwd);
+
+/* true when a per-connection error line may be logged now (at most a few per second per
+ * forward; the count of suppressed lines is logged with the next one). */
+bool sf_fwd_ratelimit(struct sf_fwd *fwd);

@@ -1,0 +1,354 @@
+#include "relay/relay.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <sodium.h>
+
+#include "conf/log.h"
+#include "relay/bufpool.h"
+#include "relay/conn.h"
+#include "relay/forward.h"
+#include "relay/listener.h"
+#include "relay/token.h"
+
+#define ACCEPT_BATCH 64
+#define BACKOFF_MIN_MS 50
+#define BACKOFF_MAX_MS 1000
+#define BUFPOOL_RESERVE 64
+#define RATELIMIT_PER_SEC 5
+
+struct sf_relay {
+        uv_loop_t *loop;
+        const struct sf_conf *conf;
+        struct sf_fwd *fwds;
+        size_t n_fwds;
+        struct sf_bufpool *pool;
+
+        bool stopping;
+        unsigned pending_closes; /* relay-owned handles being closed */
+        uv_timer_t drain;
+        bool drain_init;
+        sf_relay_stopped_cb stopped_cb;
+        void *stopped_data;
+        bool stopped;
+};
+
+static void listener_resume(struct sf_fwd *fwd);
+
+static void on_backoff(uv_timer_t *t) {
+        listener_resume(t->data);
+}
+
+size_t sf_relay_n_forwards(const struct sf_relay *relay) {
+        return relay->n_fwds;
+}
+
+const struct sf_relay_stats *sf_relay_stats_get(const struct sf_relay *relay, size_t forward) {
+        return forward < relay->n_fwds ? &relay->fwds[forward].stats : NULL;
+}
+
+bool sf_fwd_ratelimit(struct sf_fwd *fwd) {
+        uint64_t now = uv_now(fwd->loop);
+        if (now - fwd->ratelimit_start_ms >= 1000) {
+                if (fwd->ratelimit_suppressed)
+                        sf_log(SF_LOG_WARN, fwd->conf->name, 0, "%u similar messages suppressed in the last second",
+                               fwd->ratelimit_suppressed);
+                fwd->ratelimit_start_ms = now;
+                fwd->ratelimit_count = 0;
+                fwd->ratelimit_suppressed = 0;
+        }
+        if (fwd->ratelimit_count < RATELIMIT_PER_SEC) {
+                fwd->ratelimit_count++;
+                return true;
+        }
+        fwd->ratelimit_suppressed++;
+        return false;
+}
+
+int sf_relay_new(uv_loop_t *loop, const struct sf_conf *conf, struct sf_relay **out) {
+        struct sf_relay *r = calloc(1, sizeof *r);
+        if (!r)
+                return -ENOMEM;
+        r->loop = loop;
+        r->conf = conf;
+        r->n_fwds = conf->n_forwards;
+        r->fwds = calloc(r->n_fwds ? r->n_fwds : 1, sizeof *r->fwds);
+        r->pool = sf_bufpool_new(BUFPOOL_RESERVE);
+        if (!r->fwds || !r->pool) {
+                sf_bufpool_free(r->pool);
+                free(r->fwds);
+                free(r);
+                return -ENOMEM;
+        }
+        for (size_t i = 0; i < r->n_fwds; i++) {
+                struct sf_fwd *f = &r->fwds[i];
+                f->relay = r;
+                f->loop = loop;
+                f->conf = &conf->forwards[i];
+                f->pool = r->pool;
+                f->listener.fd = -1;
+                f->last_good = -1;
+                f->stats.candidate = -1;
+        }
+        /* Token files are read before binding and before privileges are dropped: a problem
+         * with them is a configuration error, and they may be readable by root only. */
+        for (size_t i = 0; i < r->n_fwds; i++) {
+                struct sf_fwd *f = &r->fwds[i];
+                if (f->conf->auth != SF_AUTH_TOKEN)
+                        continue;
+                f->token_file = sf_conf_token_file(conf, f->conf);
+                int e = f->token_file ? sf_token_load(f->token_file, &f->key) : -EINVAL;
+                if (!f->token_file)
+                        sf_log(SF_LOG_ERROR, f->conf->name, 0,
+                               "auth = token needs a token-file (create one with sockferry keygen -o FILE)");
+                if (e < 0) {
+                        sf_relay_free(r);
+                        return e;
+                }
+                f->has_key = true;
+        }
+        *out = r;
+        return 0;
+}
+
+int sf_relay_bind(struct sf_relay *relay) {
+        for (size_t i = 0; i < relay->n_fwds; i++) {
+                struct sf_fwd *f = &relay->fwds[i];
+                int r = sf_listener_open(f->conf, &f->listener);
+                if (r < 0) {
+                        for (size_t j = 0; j < i; j++)
+                                sf_listener_close(&relay->fwds[j].listener);
+                        return r;
+                }
+                sf_log(SF_LOG_INFO, f->conf->name, 0, "listening on %s", f->conf->listen.text);
+        }
+        return 0;
+}
+
+static void accept_some(struct sf_fwd *fwd) {
+        for (int i = 0; i < ACCEPT_BATCH; i++) {
+                if (fwd->stats.active >= fwd->conf->max_conns) {
+                        /* Leave the rest in the kernel's backlog until a connection ends. */
+                        if (!fwd->paused_full)
+                                sf_log(SF_LOG_WARN, fwd->conf->name, 0,
+                                       "max-conns %u reached: new connections wait in the backlog",
+                                       fwd->conf->max_conns);
+                        fwd->paused_full = true;
+                        uv_poll_stop(&fwd->listen_poll);
+                        fwd->listening = false;
+                        return;
+                }
+                int fd = accept4(fwd->listener.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+                if (fd < 0) {
+                        int e = errno;
+                        if (e == EAGAIN || e == EINTR || e == ECONNABORTED || e == EPROTO)
+                                return;
+                        if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
+                                /* The pending connection stays readable: polling on would spin.
+                                 * Pause and retry with backoff until descriptors are freed. */
+                                if (!fwd->paused_fds)
+                                        sf_log(SF_LOG_ERROR, fwd->conf->name, 0,
+                                               "accept on %s: %s — pausing new connections; raise the limit "
+                                               "(ulimit -n / LimitNOFILE=) or lower max-conns",
+                                               fwd->conf->listen.text, strerror(e));
+                                fwd->paused_fds = true;
+                                uv_poll_stop(&fwd->listen_poll);
+                                fwd->listening = false;
+                                fwd->backoff_ms = fwd->backoff_ms ? fwd->backoff_ms * 2 : BACKOFF_MIN_MS;
+                                if (fwd->backoff_ms > BACKOFF_MAX_MS)
+                                        fwd->backoff_ms = BACKOFF_MAX_MS;
+                                uv_timer_start(&fwd->backoff, on_backoff, fwd->backoff_ms, 0);
+                                return;
+                        }
+                        sf_log(SF_LOG_ERROR, fwd->conf->name, 0, "accept on %s: %s", fwd->conf->listen.text,
+                               strerror(e));
+                        return;
+                }
+                if (fwd->paused_fds) {
+                        sf_log(SF_LOG_INFO, fwd->conf->name, 0, "accepting again on %s", fwd->conf->listen.text);
+                        fwd->paused_fds = false;
+                        fwd->backoff_ms = 0;
+                }
+                if (fwd->conf->n_allow_uid || fwd->conf->n_allow_gid) {
+                        struct ucred cred;
+                        socklen_t len = sizeof cred;
+                        bool ok = false;
+                        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+                                for (size_t k = 0; k < fwd->conf->n_allow_uid; k++)
+                                        ok = ok || cred.uid == fwd->conf->allow_uid[k];
+                                for (size_t k = 0; k < fwd->conf->n_allow_gid; k++)
+                                        ok = ok || cred.gid == fwd->conf->allow_gid[k];
+                        }
+                        if (!ok) {
+                                if (sf_fwd_ratelimit(fwd))
+                                        sf_log(SF_LOG_WARN, fwd->conf->name, 0,
+                                               "refused a connection from uid %u gid %u (pid %d): not in "
+                                               "allow-uid/allow-gid",
+                                               (unsigned)cred.uid, (unsigned)cred.gid, (int)cred.pid);
+                                fwd->stats.err_auth++;
+                                close(fd);
+                                continue;
+                        }
+                }
+                sf_conn_new(fwd, fd);
+        }
+}
+
+static void on_listen(uv_poll_t *h, int status, int events) {
+        struct sf_fwd *fwd = h->data;
+        if (status < 0) {
+                sf_log(SF_LOG_ERROR, fwd->conf->name, 0, "listener %s: %s", fwd->conf->listen.text,
+                       uv_strerror(status));
+                return;
+        }
+        accept_some(fwd);
+}
+
+static void listener_resume(struct sf_fwd *fwd) {
+        if (fwd->relay->stopping || fwd->listening || !fwd->listen_poll_init)
+                return;
+        if (fwd->stats.active >= fwd->conf->max_conns)
+                return;
+        fwd->paused_full = false;
+        fwd->listening = true;
+        uv_poll_start(&fwd->listen_poll, UV_READABLE, on_listen);
+}
+
+int sf_relay_start(struct sf_relay *relay) {
+        for (size_t i = 0; i < relay->n_fwds; i++) {
+                struct sf_fwd *f = &relay->fwds[i];
+                int r = uv_poll_init(relay->loop, &f->listen_poll, f->listener.fd);
+                if (r < 0) {
+                        sf_log(SF_LOG_ERROR, f->conf->name, 0, "listener %s: %s", f->conf->listen.text,
+                               uv_strerror(r));
+                        return r;
+                }
+                f->listen_poll.data = f;
+                f->listen_poll_init = true;
+                uv_timer_init(relay->loop, &f->backoff);
+                f->backoff.data = f;
+                f->backoff_init = true;
+                listener_resume(f);
+        }
+        return 0;
+}
+
+static size_t active_total(const struct sf_relay *relay) {
+        size_t n = 0;
+        for (size_t i = 0; i < relay->n_fwds; i++)
+                n += relay->fwds[i].stats.active;
+        return n;
+}
+
+/* Connections whose memory is not freed yet: they still point at their forward. */
+static size_t allocated_total(const struct sf_relay *relay) {
+        size_t n = 0;
+        for (size_t i = 0; i < relay->n_fwds; i++)
+                n += relay->fwds[i].n_conns_allocated;
+        return n;
+}
+
+static void close_relay_handle(struct sf_relay *relay, uv_handle_t *h);
+
+static void maybe_stopped(struct sf_relay *relay) {
+        if (!relay->stopping || relay->stopped || allocated_total(relay) > 0)
+                return;
+        if (relay->drain_init) {
+                relay->drain_init = false;
+                uv_timer_stop(&relay->drain);
+                close_relay_handle(relay, (uv_handle_t *)&relay->drain);
+                return;
+        }
+        if (relay->pending_closes > 0)
+                return;
+        relay->stopped = true;
+        sf_log(SF_LOG_INFO, NULL, 0, "stopped");
+        if (relay->stopped_cb)
+                relay->stopped_cb(relay, relay->stopped_data);
+}
+
+void sf_fwd_conn_gone(struct sf_fwd *fwd) {
+        fwd->n_conns_allocated--;
+        if (fwd->paused_full && !fwd->relay->stopping)
+                listener_resume(fwd);
+        maybe_stopped(fwd->relay);
+}
+
+static void on_relay_handle_closed(uv_handle_t *h) {
+        struct sf_relay *relay = h->data;
+        relay->pending_closes--;
+        maybe_stopped(relay);
+}
+
+static void close_relay_handle(struct sf_relay *relay, uv_handle_t *h) {
+        h->data = relay;
+        relay->pending_closes++;
+        uv_close(h, on_relay_handle_closed);
+}
+
+static void on_drain_timeout(uv_timer_t *t) {
+        struct sf_relay *relay = t->data;
+        size_t n = active_total(relay);
+        if (n)
+                sf_log(SF_LOG_WARN, NULL, 0, "drain timeout: closing %zu connection%s still open", n,
+                       n == 1 ? "" : "s");
+        for (size_t i = 0; i < relay->n_fwds; i++) {
+                struct sf_conn *c = relay->fwds[i].conns;
+                while (c) {
+                        struct sf_conn *next = sf_conn_next(c);
+                        sf_conn_close(c, "drain timeout");
+                        c = next;
+                }
+        }
+}
+
+void sf_relay_stop(struct sf_relay *relay, uint64_t drain_ms, sf_relay_stopped_cb cb, void *data) {
+        if (relay->stopping) {
+                /* Asked again (a second SIGTERM): cut the drain short. */
+                if (drain_ms == 0 && relay->drain_init)
+                        uv_timer_start(&relay->drain, on_drain_timeout, 0, 0);
+                return;
+        }
+        relay->stopping = true;
+        relay->stopped_cb = cb;
+        relay->stopped_data = data;
+        size_t n = active_total(relay);
+        sf_log(SF_LOG_INFO, NULL, 0, "stopping: no new connections%s", n ? ", draining the open ones" : "");
+        for (size_t i = 0; i < relay->n_fwds; i++) {
+                struct sf_fwd *f = &relay->fwds[i];
+                if (f->listen_poll_init) {
+                        f->listen_poll_init = false;
+                        f->listening = false;
+                        close_relay_handle(relay, (uv_handle_t *)&f->listen_poll);
+                }
+                if (f->backoff_init) {
+                        f->backoff_init = false;
+                        close_relay_handle(relay, (uv_handle_t *)&f->backoff);
+                }
+                /* Closing the listening socket now makes new clients fail fast instead of
+                 * queueing in a backlog nobody will accept. */
+                sf_listener_close(&f->listener);
+        }
+        if (n) {
+                uv_timer_init(relay->loop, &relay->drain);
+                relay->drain.data = relay;
+                relay->drain_init = true;
+                uv_timer_start(&relay->drain, on_drain_timeout, drain_ms, 0);
+        }
+        maybe_stopped(relay);
+}
+
+void sf_relay_free(struct sf_relay *relay) {
+        if (!relay)
+                return;
+        for (size_t i = 0; i < relay->n_fwds; i++) {
+                sf_listener_close(&relay->fwds[i].listener);
+                sodium_memzero(&relay->fwds[i].key, sizeof relay->fwds[i].key);
+        }
+        sf_bufpool_free(relay->pool);
+        free(relay->fwds);
+        free(relay);
+}

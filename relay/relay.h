@@ -1,0 +1,46 @@
+#pragma once
+/* The relay engine: one listener per forward, a libuv loop, single thread. */
+#include <stdint.h>
+#include <time.h>
+#include <uv.h>
+
+#include "conf/conf.h"
+
+struct sf_relay;
+
+/* Per-forward counters, kept for `sockferry stats`. */
+struct sf_relay_stats {
+        uint64_t active;
+        uint64_t total;
+        uint64_t bytes_up;   /* client -> upstream */
+        uint64_t bytes_down; /* upstream -> client */
+        uint64_t err_refused;
+        uint64_t err_timeout;
+        uint64_t err_auth;
+        uint64_t err_wrong_peer;
+        uint64_t err_upstream;
+        uint64_t err_other;
+        char last_error[256];
+        time_t last_error_time;
+        int candidate; /* index into connect[] that worked last, -1 before the first */
+};
+
+typedef void (*sf_relay_stopped_cb)(struct sf_relay *relay, void *data);
+
+/* Creates the relay for every forward of conf (which must outlive it) and loads the token
+ * files of forwards with auth = token (-EINVAL etc. on a bad one, logged). Binds nothing. */
+int sf_relay_new(uv_loop_t *loop, const struct sf_conf *conf, struct sf_relay **out);
+/* Binds every listen socket (mode/owner/group exact, stale sockets replaced). On failure
+ * everything bound so far is closed again. Returns 0 or -errno, logged with the fix. */
+int sf_relay_bind(struct sf_relay *relay);
+/* Starts accepting. */
+int sf_relay_start(struct sf_relay *relay);
+/* Stops accepting, lets active connections finish for up to drain_ms, then closes them;
+ * cb runs once every handle is closed. Safe to call twice: the first callback is kept, and a
+ * second call with drain_ms 0 closes the remaining connections at once. */
+void sf_relay_stop(struct sf_relay *relay, uint64_t drain_ms, sf_relay_stopped_cb cb, void *data);
+/* Frees the relay after it stopped (or was never started); removes its unix sockets. NULL-safe. */
+void sf_relay_free(struct sf_relay *relay);
+
+size_t sf_relay_n_forwards(const struct sf_relay *relay);
+const struct sf_relay_stats *sf_relay_stats_get(const struct sf_relay *relay, size_t forward);

@@ -1,0 +1,112 @@
+#include "relay/sockpath.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+bool sf_sockpath_is_mount_point(const char *path) {
+        struct statx stx;
+        if (statx(AT_FDCWD, path, 0, STATX_BASIC_STATS, &stx) == 0 &&
+            (stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT))
+                return (stx.stx_attributes & STATX_ATTR_MOUNT_ROOT) != 0;
+
+        /* Older kernels: a bind mount on the same filesystem keeps st_dev, so only the mount
+         * table can tell; compare the resolved path against every mount point. */
+        char real[4096];
+        if (!realpath(path, real))
+                return false;
+        FILE *f = fopen("/proc/self/mountinfo", "re");
+        if (!f)
+                return false;
+        char line[8192];
+        bool found = false;
+        while (!found && fgets(line, sizeof line, f)) {
+                char mnt[4096];
+                if (sscanf(line, "%*s %*s %*s %*s %4095s", mnt) == 1 && strcmp(mnt, real) == 0)
+                        found = true;
+        }
+        fclose(f);
+        return found;
+}
+
+static bool dir_is_empty(const char *path) {
+        DIR *d = opendir(path);
+        if (!d)
+                return false;
+        struct dirent *e;
+        bool empty = true;
+        while ((e = readdir(d)))
+                if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) {
+                        empty = false;
+                        break;
+                }
+        closedir(d);
+        return empty;
+}
+
+enum sf_sockpath_state sf_sockpath_probe(const char *path) {
+        struct stat st;
+        if (stat(path, &st) < 0)
+                return errno == ENOENT ? SF_PATH_MISSING : SF_PATH_ERROR;
+        if (S_ISDIR(st.st_mode)) {
+                if (sf_sockpath_is_mount_point(path))
+                        return SF_PATH_MOUNT_DIR;
+                return dir_is_empty(path) ? SF_PATH_EMPTY_DIR : SF_PATH_DIR;
+        }
+        if (S_ISREG(st.st_mode))
+                return SF_PATH_REGULAR;
+        if (!S_ISSOCK(st.st_mode))
+                return SF_PATH_OTHER;
+
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        if (strlen(path) >= sizeof sa.sun_path) {
+                errno = ENAMETOOLONG;
+                return SF_PATH_ERROR;
+        }
+        strcpy(sa.sun_path, path);
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+                return SF_PATH_ERROR;
+        enum sf_sockpath_state state;
+        if (connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0)
+                state = SF_PATH_LIVE_SOCKET;
+        else if (errno == EAGAIN)
+                state = SF_PATH_LIVE_SOCKET; /* listening, backlog full */
+        else if (errno == ECONNREFUSED)
+                state = SF_PATH_STALE_SOCKET;
+        else
+                state = SF_PATH_ERROR;
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return state;
+}
+
+const char *sf_sockpath_engine_hint(void) {
+        struct utsname u;
+        if (uname(&u) < 0)
+                return NULL;
+        if (strstr(u.release, "linuxkit"))
+                return "Docker Desktop (linuxkit kernel)";
+        if (strstr(u.release, "orbstack"))
+                return "OrbStack";
+        if (access("/run/.containerenv", F_OK) == 0)
+                return "Podman machine";
+        if (access("/.dockerenv", F_OK) == 0)
+                return "a Docker container";
+        return NULL;
+}
+
+const char *sf_sockpath_dir_explanation(void) {
+        return "a directory that is a mount point where a socket is expected is the signature of a "
+               "host socket bind mount the container engine could not carry (Docker Desktop/linuxkit, "
+               "Lima, Colima and other VM-backed engines turn it into an empty directory)";
+}

@@ -1,0 +1,321 @@
+/* sockferry run: the container entrypoint. Binds every listen socket, links the aliases,
+ * exports the environment, starts the payload with the configured privileges, then serves
+ * and acts as its init until it exits. */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <linux/capability.h>
+#include <uv.h>
+
+#include "relay/relay.h"
+#include "shim/alias.h"
+#include "shim/cli.h"
+#include "shim/env.h"
+#include "shim/init.h"
+#include "shim/privs.h"
+#include "shim/spawn.h"
+
+/* Runtime failure: at start (a listen path in the way, a port in use), or a relay that
+ * cannot serve. */
+#define EX_START 1
+
+struct options {
+        const char *file;
+        char **specs;
+        size_t n_specs;
+        const char *user;
+        const char *preload;
+        bool no_preload;
+        bool signal_group;
+        int verbose;
+        char **cmd;
+};
+
+struct run {
+        const struct sf_conf *conf;
+        struct sf_relay *relay;
+        struct sf_init *init;
+        bool relay_failed;
+        bool relay_stopped;
+        bool init_finished;
+        int status;
+};
+
+static void help(void) {
+        fputs("Usage: sockferry run [OPTIONS] -- CMD [ARG]...\n"
+              "\n"
+              "Container entrypoint: bind every listen socket, link the aliases, export the\n"
+              "environment, then run CMD as an init (signals forwarded, zombies reaped) while\n"
+              "serving the forwards. Exits with CMD's status, or 128+N if signal N killed it.\n"
+              "\n"
+              "Options:\n"
+              "  -c, --config FILE     configuration file\n"
+              "  -F, --forward SPEC    add a forward: NAME:LISTEN=CONNECT[|CONNECT...][,key=value]...\n"
+              "      --user U          run CMD as NAME|UID[:GROUP], with no capabilities\n"
+              "      --preload PATH    the preload library to add for aliases\n"
+              "      --no-preload      do not add the preload library\n"
+              "      --signal-group    send forwarded signals to CMD's process group\n"
+              "  -v, --verbose         more log (repeatable)\n"
+              "  -q, --quiet           less log (repeatable)\n"
+              "  -h, --help            show this help\n"
+              "\n"
+              "Example:\n"
+              "  ENTRYPOINT [\"sockferry\", \"run\", \"-c\", \"/etc/sockferry.conf\", \"--\"]\n",
+              stdout);
+}
+
+/* Returns 0 to go on, -1 after --help, or SF_EX_USAGE. */
+static int options_parse(int argc, char **argv, struct options *o) {
+        enum { OPT_USER = 256, OPT_PRELOAD, OPT_NO_PRELOAD, OPT_SIGNAL_GROUP };
+        static const struct option longopts[] = {
+                { "config", required_argument, NULL, 'c' },
+                { "forward", required_argument, NULL, 'F' },
+                { "user", required_argument, NULL, OPT_USER },
+                { "preload", required_argument, NULL, OPT_PRELOAD },
+                { "no-preload", no_argument, NULL, OPT_NO_PRELOAD },
+                { "signal-group", no_argument, NULL, OPT_SIGNAL_GROUP },
+                { "verbose", no_argument, NULL, 'v' },
+                { "quiet", no_argument, NULL, 'q' },
+                { "help", no_argument, NULL, 'h' },
+                {},
+        };
+
+        o->specs = calloc((size_t)argc, sizeof *o->specs);
+        if (!o->specs) {
+                sf_log_error("out of memory");
+                return EX_START;
+        }
+        opterr = 0;
+        optind = 1;
+        int opt;
+        /* '+': the first word that is not an option starts CMD, so CMD's own options are
+         * never taken for ours even without "--". */
+        while ((opt = getopt_long(argc, argv, "+:c:F:vqh", longopts, NULL)) != -1) {
+                switch (opt) {
+                case 'c':
+                        o->file = optarg;
+                        break;
+                case 'F':
+                        o->specs[o->n_specs++] = optarg;
+                        break;
+                case OPT_USER:
+                        o->user = optarg;
+                        break;
+                case OPT_PRELOAD:
+                        o->preload = optarg;
+                        break;
+                case OPT_NO_PRELOAD:
+                        o->no_preload = true;
+                        break;
+                case OPT_SIGNAL_GROUP:
+                        o->signal_group = true;
+                        break;
+                case 'v':
+                        o->verbose++;
+                        break;
+                case 'q':
+                        o->verbose--;
+                        break;
+                case 'h':
+                        help();
+                        return -1;
+                case ':':
+                        return sf_cli_usage_error("run", "option '%s' needs a value", argv[optind - 1]);
+                default:
+                        return sf_cli_usage_error("run", "unknown option '%s'", argv[optind - 1]);
+                }
+        }
+        if (o->preload && o->no_preload)
+                return sf_cli_usage_error("run", "--preload and --no-preload contradict each other");
+        if (optind >= argc)
+                return sf_cli_usage_error("run", "missing the command to run: sockferry run [OPTIONS] -- CMD [ARG]...");
+        o->cmd = argv + optind;
+        return 0;
+}
+
+/* The socket's owner defaults to `user`, so the payload can connect to a 0660 socket. */
+static void owners_default(struct sf_conf *c) {
+        if (!c->user_set)
+                return;
+        for (size_t i = 0; i < c->n_forwards; i++) {
+                struct sf_forward *f = &c->forwards[i];
+                if (f->listen.kind == SF_EP_UNIX && !f->owner_set) {
+                        f->owner = c->uid;
+                        f->owner_set = true;
+                }
+        }
+}
+
+/* What the serving process still needs once everything is bound: CAP_KILL to signal the
+ * payload and, as PID 1, the processes left behind, whatever user they turned into; and
+ * CAP_DAC_OVERRIDE when a forward connects to a unix socket, which may belong to another user
+ * (a bind-mounted ssh-agent socket is 0600) and which root could reach before. */
+static void privs_limit(const struct sf_conf *c) {
+        int keep[2];
+        size_t n = 0;
+        keep[n++] = CAP_KILL;
+        for (size_t i = 0; i < c->n_forwards && n < 2; i++)
+                for (size_t j = 0; j < c->forwards[i].n_connect; j++)
+                        if (c->forwards[i].connect[j].kind == SF_EP_UNIX) {
+                                keep[n++] = CAP_DAC_OVERRIDE;
+                                break;
+                        }
+        sf_privs_limit(keep, n);
+}
+
+/* Links every alias and warns when clients there need the preload library and will not
+ * have it. */
+static void aliases_apply(const struct sf_conf *c, bool have_preload) {
+        for (size_t i = 0; i < c->n_forwards; i++) {
+                const struct sf_forward *f = &c->forwards[i];
+                if (!f->alias[0])
+                        continue;
+                if (sf_alias_needs_preload(sf_alias_apply(f)) && !have_preload)
+                        sf_log(SF_LOG_WARN, f->name, 0,
+                               "alias %s: clients that connect there will fail without the preload library, which is not in use (install it, or drop --no-preload)",
+                               f->alias);
+        }
+}
+
+static void maybe_done(struct run *run) {
+        if (!run->relay_stopped || !run->init_finished)
+                return;
+        run->status = run->relay_failed ? EX_START : sf_init_status(run->init);
+        sf_init_close(run->init);
+        run->init = NULL;
+}
+
+static void on_relay_stopped(struct sf_relay *relay, void *data) {
+        struct run *run = data;
+        run->relay_stopped = true;
+        maybe_done(run);
+}
+
+static void on_init_finished(struct sf_init *init, void *data) {
+        struct run *run = data;
+        run->init_finished = true;
+        maybe_done(run);
+}
+
+/* The payload is gone: drain the relay and, as PID 1, let the others go, both at once so
+ * that a container stop fits in one grace period. */
+static void on_payload_exited(struct sf_init *init, void *data) {
+        struct run *run = data;
+        if (run->relay)
+                sf_relay_stop(run->relay, run->conf->drain_timeout_ms, on_relay_stopped, run);
+        else
+                run->relay_stopped = true;
+        sf_init_finish(init, on_init_finished, run);
+}
+
+/* Creates and binds the relay; it starts accepting only once the payload runs. Returns 0 or
+ * the exit status. */
+static int relay_open(uv_loop_t *loop, struct sf_conf *c, struct run *run) {
+        if (c->n_forwards == 0) {
+                sf_log_debug("no forwards: running as a plain init");
+                return 0;
+        }
+        /* A token file that cannot be used is a configuration error; it is read here, before
+         * anything is bound. */
+        if (sf_relay_new(loop, c, &run->relay) < 0)
+                return SF_EX_CONFIG;
+        if (sf_relay_bind(run->relay) < 0)
+                return EX_START;
+        return 0;
+}
+
+/* The relay cannot serve: the payload is stopped (SIGTERM, then SIGKILL after the grace
+ * period) and run exits non-zero once it is gone. */
+static void relay_failed(struct run *run) {
+        sf_log_error("the relay cannot serve; stopping the payload");
+        run->relay_failed = true;
+        sf_init_terminate(run->init);
+}
+
+/* Everything before the payload starts; returns 0 or the exit status. */
+static int prepare(uv_loop_t *loop, struct sf_conf *c, const struct options *o, struct run *run) {
+        char preload[PATH_MAX];
+        bool have_preload = false;
+        if (!o->no_preload && sf_env_preload_wanted(c)) {
+                int r = sf_env_preload_find(o->preload, preload, sizeof preload);
+                if (r == 0)
+                        have_preload = true;
+                else if (r != -ENOENT)
+                        return SF_EX_CONFIG;
+                else
+                        sf_log_info("preload library not installed; aliases work through links only");
+        }
+        owners_default(c);
+
+        int status = relay_open(loop, c, run);
+        if (status)
+                return status;
+        aliases_apply(c, have_preload);
+        if (sf_env_export(c) < 0)
+                return EX_START;
+        if (have_preload && sf_env_preload_export(c, preload) < 0)
+                return EX_START;
+        if (sf_init_new(loop, o->signal_group, &run->init) < 0)
+                return EX_START;
+        return 0;
+}
+
+static int run_main(struct sf_conf *c, const struct options *o) {
+        uv_loop_t loop;
+        int r = uv_loop_init(&loop);
+        if (r < 0) {
+                sf_log_error("cannot create the event loop: %s", uv_strerror(r));
+                return EX_START;
+        }
+        struct run run = { .conf = c };
+        sf_init_prepare();
+
+        int status = prepare(&loop, c, o, &run);
+        pid_t pid = 0;
+        if (status == 0)
+                status = sf_spawn(o->cmd, c, &pid);
+        if (status == 0) {
+                privs_limit(c);
+                sf_init_watch(run.init, pid, on_payload_exited, &run);
+                /* Connections made before this wait in the listen backlog: bound is enough
+                 * for a payload that connects at once. */
+                if (run.relay && sf_relay_start(run.relay) < 0)
+                        relay_failed(&run);
+        } else {
+                /* Nothing runs: close what is open without draining. */
+                if (run.init)
+                        sf_init_close(run.init);
+                if (run.relay)
+                        sf_relay_stop(run.relay, 0, NULL, NULL);
+        }
+        uv_run(&loop, UV_RUN_DEFAULT);
+        if (status == 0)
+                status = run.status;
+
+        sf_relay_free(run.relay);
+        r = uv_loop_close(&loop);
+        if (r < 0)
+                sf_log_warn("event loop closed with handles still open: %s", uv_strerror(r));
+        return status;
+}
+
+int sf_cmd_run(int argc, char **argv) {
+        struct options o = {};
+        int status = options_parse(argc, argv, &o);
+        if (status) {
+                free(o.specs);
+                return status < 0 ? 0 : status;
+        }
+
+        struct sf_conf c;
+        sf_conf_init(&c);
+        status = sf_cli_conf_load(&c, o.file, o.specs, o.n_specs, o.verbose, o.user);
+        if (status == 0)
+                status = run_main(&c, &o);
+        sf_conf_free(&c);
+        free(o.specs);
+        return status;
+}

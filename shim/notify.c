@@ -1,0 +1,30 @@
+#include "shim/notify.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+int sf_notify(const char *state) {
+        const char *path = getenv("NOTIFY_SOCKET");
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        if (!path || !path[0])
+                return 0;
+        size_t n = strlen(path);
+        if ((path[0] != '/' && path[0] != '@') || n >= sizeof sa.sun_path)
+                return -EINVAL;
+        memcpy(sa.sun_path, path, n);
+        if (path[0] == '@')
+                sa.sun_path[0] = '\0';
+        int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return -errno;
+        ssize_t r = sendto(fd, state, strlen(state), MSG_NOSIGNAL, (struct sockaddr *)&sa,
+                           (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n));
+        int e = errno;
+        close(fd);
+        return r < 0 ? -e : 0;
+}

@@ -1,0 +1,413 @@
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "relay/token.h"
+
+#define HEX32 "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+
+static char dir[64];
+static char captured[8192];
+static int saved_fd = -1, capture_fd = -1;
+
+static void setup(void) {
+        snprintf(dir, sizeof dir, "/tmp/sf-auth-test.XXXXXX");
+        cr_assert_not_null(mkdtemp(dir));
+        cr_assert_eq(sf_hs_init(), 0);
+}
+
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw) {
+        return remove(p);
+}
+
+static void teardown(void) {
+        nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+TestSuite(token, .init = setup, .fini = teardown);
+TestSuite(keygen, .init = setup, .fini = teardown);
+
+static const char *path_of(const char *name) {
+        static char buf[2][PATH_MAX];
+        static int which;
+        which ^= 1;
+        snprintf(buf[which], sizeof buf[which], "%s/%s", dir, name);
+        return buf[which];
+}
+
+static const char *write_file(const char *name, const char *content, mode_t mode) {
+        const char *p = path_of(name);
+        int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        cr_assert_geq(fd, 0);
+        cr_assert_eq(write(fd, content, strlen(content)), (ssize_t)strlen(content));
+        cr_assert_eq(fchmod(fd, mode), 0);
+        close(fd);
+        return p;
+}
+
+static size_t read_file(const char *p, char *buf, size_t cap) {
+        int fd = open(p, O_RDONLY | O_CLOEXEC);
+        cr_assert_geq(fd, 0, "open %s", p);
+        ssize_t n = read(fd, buf, cap - 1);
+        cr_assert_geq(n, 0);
+        buf[n] = '\0';
+        close(fd);
+        return (size_t)n;
+}
+
+/* Sends fd (2: the log) to a memfd until capture_end, which leaves the text in captured. */
+static void capture_begin(int fd) {
+        capture_fd = memfd_create("capture", MFD_CLOEXEC);
+        cr_assert_geq(capture_fd, 0);
+        saved_fd = dup(fd);
+        dup2(capture_fd, fd);
+}
+
+static const char *capture_end(int fd) {
+        dup2(saved_fd, fd);
+        close(saved_fd);
+        ssize_t n = pread(capture_fd, captured, sizeof captured - 1, 0);
+        captured[n > 0 ? n : 0] = '\0';
+        close(capture_fd);
+        return captured;
+}
+
+/* Loads path expecting err and a log line containing every string of want (NULL-ended);
+ * also checks the key is wiped and the log never quotes the token. */
+static void expect_load_error(const char *p, int err, const char *const *want) {
+        struct sf_hs_key key;
+        memset(&key, 0xff, sizeof key);
+        capture_begin(STDERR_FILENO);
+        int r = sf_token_load(p, &key);
+        const char *log = capture_end(STDERR_FILENO);
+        cr_assert_eq(r, err, "sf_token_load(%s) = %d, expected %d; log: %s", p, r, err, log);
+        for (; *want; want++)
+                cr_assert_not_null(strstr(log, *want), "log lacks \"%s\": %s", *want, log);
+        cr_assert_null(strstr(log, "0405060708"), "the log quotes the token: %s", log);
+        cr_assert_eq(key.len, 0);
+        for (size_t i = 0; i < sizeof key.bytes; i++)
+                cr_assert_eq(key.bytes[i], 0, "key byte %zu not wiped", i);
+}
+
+static void expect_load_ok(const char *p, size_t len) {
+        struct sf_hs_key key;
+        cr_assert_eq(sf_token_load(p, &key), 0, "sf_token_load(%s)", p);
+        cr_assert_eq(key.len, len);
+        for (size_t i = 0; i < len; i++)
+                cr_assert_eq(key.bytes[i], (uint8_t)i);
+}
+
+#define WANT(...) ((const char *const[]){ __VA_ARGS__, NULL })
+
+Test(token, mode_0600_ok) {
+        expect_load_ok(write_file("t", HEX32 "\n", 0600), 32);
+}
+
+Test(token, mode_0400_and_0700_ok) {
+        expect_load_ok(write_file("a", HEX32 "\n", 0400), 32);
+        expect_load_ok(write_file("b", HEX32 "\n", 0700), 32);
+}
+
+Test(token, whitespace_and_case) {
+        expect_load_ok(write_file("t", HEX32, 0600), 32);
+        expect_load_ok(write_file("u", "  \n\t" HEX32 "\r\n\n ", 0600), 32);
+        expect_load_ok(write_file("v", "000102030405060708090A0B0C0D0E0F101112131415161718191A1B1C1D1E1F\n", 0600), 32);
+}
+
+Test(token, longest_key) {
+        char hex[2 * SF_HS_KEY_MAX + 2];
+        for (int i = 0; i < SF_HS_KEY_MAX; i++)
+                snprintf(hex + 2 * i, 3, "%02x", i);
+        strcat(hex, "\n");
+        expect_load_ok(write_file("t", hex, 0600), SF_HS_KEY_MAX);
+}
+
+Test(token, too_long_key) {
+        char hex[2 * (SF_HS_KEY_MAX + 1) + 2];
+        for (int i = 0; i <= SF_HS_KEY_MAX; i++)
+                snprintf(hex + 2 * i, 3, "%02x", i);
+        const char *p = write_file("t", hex, 0600);
+        expect_load_error(p, -EINVAL, WANT("holds 129 bytes of key material, at most 128 are allowed"));
+}
+
+Test(token, mode_0644_refused) {
+        const char *p = write_file("t", HEX32 "\n", 0644);
+        char want[PATH_MAX + 128];
+        snprintf(want, sizeof want, "token file %s: mode 0644 lets other users read the token; run chmod 600 %s", p, p);
+        expect_load_error(p, -EPERM, WANT(want));
+}
+
+Test(token, mode_0640_refused) {
+        const char *p = write_file("t", HEX32 "\n", 0640);
+        expect_load_error(p, -EPERM, WANT("mode 0640 lets other users read the token", "chmod 600"));
+}
+
+Test(token, mode_0604_refused) {
+        const char *p = write_file("t", HEX32 "\n", 0604);
+        expect_load_error(p, -EPERM, WANT("mode 0604 lets other users read the token"));
+}
+
+Test(token, writable_by_others_refused) {
+        expect_load_error(write_file("a", HEX32 "\n", 0620), -EPERM, WANT("mode 0620 lets other users change the token"));
+        expect_load_error(write_file("b", HEX32 "\n", 0602), -EPERM, WANT("mode 0602 lets other users change the token"));
+}
+
+Test(token, empty) {
+        const char *p = write_file("t", "", 0600);
+        char want[PATH_MAX + 128];
+        snprintf(want, sizeof want, "token file %s is empty; create one with sockferry keygen -o %s", p, p);
+        expect_load_error(p, -EINVAL, WANT(want));
+        expect_load_error(write_file("ws", " \n\n\t", 0600), -EINVAL, WANT("is empty; create one with sockferry keygen -o"));
+}
+
+Test(token, short) {
+        const char *p = write_file("t", "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e\n", 0600);
+        char want[PATH_MAX + 160];
+        snprintf(want, sizeof want,
+                 "token file %s holds 31 bytes of key material, at least 32 are needed; "
+                 "create one with sockferry keygen -o %s", p, p);
+        expect_load_error(p, -EINVAL, WANT(want));
+        expect_load_error(write_file("one", "ab", 0600), -EINVAL, WANT("holds 1 bytes of key material, at least 32"));
+}
+
+Test(token, not_hex) {
+        const char *p = write_file("t", "000102030405060708090a0b0c0d0e0f1011121314151617181g1a1b1c1d1e1f\n", 0600);
+        expect_load_error(p, -EINVAL, WANT("is not a hex token (byte 52 is not a hex digit)", "sockferry keygen -o"));
+        expect_load_error(write_file("sp", "0001020304050607 08090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f", 0600),
+                          -EINVAL, WANT("is not a hex token (byte 17"));
+        expect_load_error(write_file("b64", "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=", 0600), -EINVAL,
+                          WANT("is not a hex token"));
+}
+
+Test(token, odd_number_of_digits) {
+        expect_load_error(write_file("t", HEX32 "0\n", 0600), -EINVAL, WANT("odd number of hex digits (65)"));
+}
+
+Test(token, directory) {
+        const char *p = path_of("d");
+        cr_assert_eq(mkdir(p, 0700), 0);
+        expect_load_error(p, -EISDIR, WANT("is a directory, not a file", "bind mount"));
+}
+
+Test(token, fifo_does_not_block) {
+        const char *p = path_of("f");
+        cr_assert_eq(mkfifo(p, 0600), 0);
+        expect_load_error(p, -EINVAL, WANT("is a FIFO, not a regular file"));
+}
+
+Test(token, missing) {
+        const char *p = path_of("nope");
+        char want[PATH_MAX + 160];
+        snprintf(want, sizeof want,
+                 "cannot open token file %s: No such file or directory; create one with sockferry keygen -o %s", p, p);
+        expect_load_error(p, -ENOENT, WANT(want));
+}
+
+Test(token, too_large) {
+        char big[2001];
+        memset(big, '0', sizeof big - 1);
+        big[sizeof big - 1] = '\0';
+        expect_load_error(write_file("t", big, 0600), -EFBIG, WANT("2000 bytes, too large for a token"));
+}
+
+Test(token, symlink_to_good_file) {
+        /* The Docker/Kubernetes secrets layout: the path is a link, the target is checked. */
+        write_file("..data", HEX32 "\n", 0600);
+        const char *link = path_of("token");
+        cr_assert_eq(symlink("..data", link), 0);
+        expect_load_ok(link, 32);
+}
+
+Test(token, symlink_to_open_file) {
+        write_file("target", HEX32 "\n", 0644);
+        const char *link = path_of("token");
+        cr_assert_eq(symlink("target", link), 0);
+        expect_load_error(link, -EPERM, WANT("mode 0644 lets other users read the token"));
+}
+
+Test(token, dangling_symlink) {
+        const char *link = path_of("token");
+        cr_assert_eq(symlink("gone", link), 0);
+        expect_load_error(link, -ENOENT, WANT("No such file or directory"));
+}
+
+static void expect_token_file(const char *p, char out[66]) {
+        struct stat st;
+        cr_assert_eq(stat(p, &st), 0);
+        cr_assert_eq(st.st_mode & 07777, 0600, "mode %04o", (unsigned)(st.st_mode & 07777));
+        cr_assert_eq(read_file(p, out, 66 + 1), 65);
+        cr_assert_eq(out[64], '\n');
+        for (int i = 0; i < 64; i++)
+                cr_assert(strchr("0123456789abcdef", out[i]) != NULL, "byte %d is %c", i, out[i]);
+        struct sf_hs_key key;
+        cr_assert_eq(sf_token_load(p, &key), 0);
+        cr_assert_eq(key.len, 32);
+}
+
+Test(keygen, writes_64_hex_and_newline_mode_0600_under_umask_000) {
+        char a[67], b[67];
+        umask(0);
+        cr_assert_eq(sf_token_generate(path_of("a"), false), 0);
+        expect_token_file(path_of("a"), a);
+        cr_assert_eq(sf_token_generate(path_of("b"), false), 0);
+        expect_token_file(path_of("b"), b);
+        cr_assert_neq(strcmp(a, b), 0, "two tokens are equal");
+}
+
+Test(keygen, refuses_to_overwrite) {
+        const char *p = write_file("t", "precious\n", 0600);
+        char want[PATH_MAX + 64], buf[64];
+        snprintf(want, sizeof want, "%s exists; use --force to replace it", p);
+        capture_begin(STDERR_FILENO);
+        int r = sf_token_generate(p, false);
+        const char *log = capture_end(STDERR_FILENO);
+        cr_assert_eq(r, -EEXIST);
+        cr_assert_not_null(strstr(log, want), "log: %s", log);
+        read_file(p, buf, sizeof buf);
+        cr_assert_str_eq(buf, "precious\n");
+}
+
+Test(keygen, force_replaces_and_narrows_mode) {
+        char out[67];
+        const char *p = write_file("t", "old old old old\n", 0644);
+        umask(0);
+        cr_assert_eq(sf_token_generate(p, true), 0);
+        expect_token_file(p, out);
+}
+
+Test(keygen, force_never_writes_through_a_symlink) {
+        char buf[64];
+        write_file("victim", "keep me\n", 0644);
+        const char *link = path_of("token");
+        cr_assert_eq(symlink("victim", link), 0);
+        capture_begin(STDERR_FILENO);
+        int r = sf_token_generate(link, true);
+        const char *log = capture_end(STDERR_FILENO);
+        cr_assert_eq(r, -ELOOP);
+        cr_assert_not_null(strstr(log, "is a symbolic link; refusing to write a token through it"), "log: %s", log);
+        read_file(path_of("victim"), buf, sizeof buf);
+        cr_assert_str_eq(buf, "keep me\n");
+}
+
+Test(keygen, dangling_symlink_is_not_followed) {
+        const char *link = path_of("token");
+        struct stat st;
+        cr_assert_eq(symlink("target", link), 0);
+        cr_assert_eq(sf_token_generate(link, false), -EEXIST);
+        cr_assert_eq(lstat(path_of("target"), &st), -1, "the link target was created");
+}
+
+Test(keygen, force_refuses_a_fifo_or_directory) {
+        const char *f = path_of("fifo");
+        cr_assert_eq(mkfifo(f, 0600), 0);
+        capture_begin(STDERR_FILENO);
+        int r = sf_token_generate(f, true);
+        const char *log = capture_end(STDERR_FILENO);
+        cr_assert_lt(r, 0);
+        cr_assert(strstr(log, "is a FIFO") || strstr(log, "cannot replace token file"), "log: %s", log);
+
+        const char *d = path_of("dir");
+        cr_assert_eq(mkdir(d, 0700), 0);
+        cr_assert_eq(sf_token_generate(d, true), -EISDIR);
+}
+
+Test(keygen, missing_directory) {
+        capture_begin(STDERR_FILENO);
+        int r = sf_token_generate(path_of("no/such/t"), false);
+        const char *log = capture_end(STDERR_FILENO);
+        cr_assert_eq(r, -ENOENT);
+        cr_assert_not_null(strstr(log, "cannot create token file"), "log: %s", log);
+}
+
+Test(keygen, stdout) {
+        capture_begin(STDOUT_FILENO);
+        int r = sf_token_generate(NULL, false);
+        const char *out = capture_end(STDOUT_FILENO);
+        cr_assert_eq(r, 0);
+        cr_assert_eq(strlen(out), 65);
+        cr_assert_eq(strspn(out, "0123456789abcdef"), 64);
+        cr_assert_eq(out[64], '\n');
+}
+
+/* The keygen subcommand of the built binary ($SOCKFERRY), for option handling and exit codes. */
+static int run_sockferry(const char *const *args, char *out, size_t outlen, char *err, size_t errlen) {
+        const char *bin = getenv("SOCKFERRY");
+        if (!bin || access(bin, X_OK) != 0)
+                cr_skip_test("SOCKFERRY is not set to the built binary");
+        int ofd = memfd_create("out", MFD_CLOEXEC), efd = memfd_create("err", MFD_CLOEXEC);
+        cr_assert_geq(ofd, 0);
+        cr_assert_geq(efd, 0);
+        const char *argv[16] = { bin };
+        size_t n = 1;
+        for (; *args && n < 15; args++)
+                argv[n++] = *args;
+        pid_t pid = fork();
+        cr_assert_geq(pid, 0);
+        if (pid == 0) {
+                dup2(ofd, STDOUT_FILENO);
+                dup2(efd, STDERR_FILENO);
+                execv(bin, (char *const *)argv);
+                _exit(127);
+        }
+        int status;
+        cr_assert_eq(waitpid(pid, &status, 0), pid);
+        ssize_t k = pread(ofd, out, outlen - 1, 0);
+        out[k > 0 ? k : 0] = '\0';
+        k = pread(efd, err, errlen - 1, 0);
+        err[k > 0 ? k : 0] = '\0';
+        close(ofd);
+        close(efd);
+        cr_assert(WIFEXITED(status));
+        return WEXITSTATUS(status);
+}
+
+Test(keygen, cli) {
+        char out[4096], err[4096], tok[67];
+        const char *p = path_of("cli.token");
+
+        cr_assert_eq(run_sockferry(WANT("keygen"), out, sizeof out, err, sizeof err), 0, "stderr: %s", err);
+        cr_assert_eq(strlen(out), 65);
+        cr_assert_eq(strspn(out, "0123456789abcdef"), 64);
+
+        cr_assert_eq(run_sockferry(WANT("keygen", "-o", p), out, sizeof out, err, sizeof err), 0, "stderr: %s", err);
+        cr_assert_str_eq(out, "");
+        expect_token_file(p, tok);
+
+        cr_assert_eq(run_sockferry(WANT("keygen", "-o", p), out, sizeof out, err, sizeof err), 1);
+        cr_assert_not_null(strstr(err, "exists; use --force to replace it"), "stderr: %s", err);
+
+        cr_assert_eq(run_sockferry(WANT("keygen", "--output", p, "--force"), out, sizeof out, err, sizeof err), 0,
+                     "stderr: %s", err);
+        char tok2[67];
+        expect_token_file(p, tok2);
+        cr_assert_neq(strcmp(tok, tok2), 0);
+
+        cr_assert_eq(run_sockferry(WANT("keygen", "--help"), out, sizeof out, err, sizeof err), 0);
+        cr_assert_not_null(strstr(out, "sockferry keygen [-o FILE] [--force]"), "stdout: %s", out);
+        cr_assert_eq(run_sockferry(WANT("keygen", "-h"), out, sizeof out, err, sizeof err), 0);
+}
+
+Test(keygen, cli_usage_errors) {
+        char out[4096], err[4096];
+        cr_assert_eq(run_sockferry(WANT("keygen", "--bogus"), out, sizeof out, err, sizeof err), 64);
+        cr_assert_not_null(strstr(err, "--bogus"), "stderr: %s", err);
+        cr_assert_eq(run_sockferry(WANT("keygen", "-x"), out, sizeof out, err, sizeof err), 64);
+        cr_assert_not_null(strstr(err, "-x"), "stderr: %s", err);
+        cr_assert_eq(run_sockferry(WANT("keygen", "-o"), out, sizeof out, err, sizeof err), 64);
+        cr_assert_not_null(strstr(err, "needs an argument"), "stderr: %s", err);
+        cr_assert_eq(run_sockferry(WANT("keygen", "extra"), out, sizeof out, err, sizeof err), 64);
+        cr_assert_not_null(strstr(err, "extra"), "stderr: %s", err);
+        cr_assert_eq(run_sockferry(WANT("keygen", "--force"), out, sizeof out, err, sizeof err), 64);
+        cr_assert_not_null(strstr(err, "--force needs -o FILE"), "stderr: %s", err);
+        cr_assert_eq(run_sockferry(WANT("keygen", "-o", ""), out, sizeof out, err, sizeof err), 64);
+        cr_assert_eq(out[0], '\0', "nothing on stdout for a usage error");
+}

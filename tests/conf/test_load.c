@@ -1,0 +1,530 @@
+/* The INI file: every key, every error message, the line numbers in them. */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers.h"
+
+#define FORWARD_KEYS "listen, connect, auth, allow-insecure, token-file, alias, env, env-format, mode, owner, group, allow-uid, allow-gid, max-conns, connect-timeout, handshake-timeout, idle-timeout"
+#define GLOBAL_KEYS "token-file, log-level, log-format, control, user, no-new-privs, drain-timeout"
+#define SYNTAX "syntax error, expected [section] or key = value"
+
+TestSuite(load, .init = scratch_setup, .fini = scratch_teardown);
+
+static struct sf_conf conf;
+static char *log_text;
+
+/* Loads text, expecting it to fail with exactly one error whose message is want (after the
+ * "FILE:" prefix, which this adds). */
+static void assert_one_error(const char *text, const char *want) {
+        sf_conf_init(&conf);
+        cr_assert_eq(load_text(&conf, text, &log_text), -EINVAL, "accepted:\n%s", text);
+        assert_error(log_text, "%s/sf.conf:%s", scratch_dir(), want);
+        cr_assert_eq(count_errors(log_text), 1, "expected one error:\n%s", log_text);
+        free(log_text);
+        sf_conf_free(&conf);
+}
+
+static void load_ok(const char *text) {
+        sf_conf_init(&conf);
+        cr_assert_eq(load_text(&conf, text, &log_text), 0, "rejected:\n%s\nlog:\n%s", text, log_text);
+        cr_assert_str_eq(log_text, "", "a good file logs nothing");
+        free(log_text);
+}
+
+Test(load, defaults) {
+        sf_conf_init(&conf);
+        cr_assert_str_eq(conf.file, "");
+        cr_assert_eq(conf.log_level, SF_LOG_INFO);
+        cr_assert(!conf.log_level_set);
+        cr_assert_eq(conf.log_format, SF_LOG_TEXT);
+        cr_assert(!conf.control_set);
+        cr_assert_str_eq(conf.token_file, "");
+        cr_assert(!conf.user_set);
+        cr_assert(!conf.no_new_privs);
+        cr_assert_eq(conf.drain_timeout_ms, 10000);
+        cr_assert_null(conf.forwards);
+        cr_assert_eq(conf.n_forwards, 0);
+
+        load_ok("[a]\n");
+        cr_assert_eq(conf.n_forwards, 1);
+        const struct sf_forward *f = &conf.forwards[0];
+        cr_assert_str_eq(f->name, "a");
+        cr_assert(!f->listen_set);
+        cr_assert_eq(f->n_connect, 0);
+        cr_assert_eq(f->auth, SF_AUTH_NONE);
+        cr_assert(!f->allow_insecure);
+        cr_assert_str_eq(f->token_file, "");
+        cr_assert_str_eq(f->alias, "");
+        cr_assert_str_eq(f->env, "");
+        cr_assert_eq(f->env_format, SF_ENV_PATH);
+        cr_assert_eq(f->mode, 0660);
+        cr_assert(!f->owner_set);
+        cr_assert(!f->group_set);
+        cr_assert_eq(f->n_allow_uid, 0);
+        cr_assert_eq(f->n_allow_gid, 0);
+        cr_assert_eq(f->max_conns, 1024);
+        cr_assert_eq(f->connect_timeout_ms, 5000);
+        cr_assert_eq(f->handshake_timeout_ms, 5000);
+        cr_assert_eq(f->idle_timeout_ms, 0);
+        sf_conf_free(&conf);
+}
+
+Test(load, every_key) {
+        load_ok("; sockferry configuration\n"
+                "[sockferry]\n"
+                "log-level  = debug          ; error|warn|info|debug\n"
+                "log-format = json\n"
+                "control    = unix:/run/sockferry/control.sock\n"
+                "token-file = /run/secrets/sockferry.token\n"
+                "user       = 65534:root\n"
+                "no-new-privs = yes\n"
+                "drain-timeout = 2m\n"
+                "\n"
+                "[dispatch]\n"
+                "listen   = unix:/run/sockferry/dispatch.sock\n"
+                "connect  = unix:/run/host/x.sock tcp:host.docker.internal:7000 | vsock:host:7000\n"
+                "auth     = token\n"
+                "allow-insecure = no\n"
+                "token-file = /run/secrets/dispatch.token\n"
+                "alias    = /run/ward/dispatch-broker.sock\n"
+                "env      = WARD_DISPATCH_BROKER_SOCK\n"
+                "env-format = unix-url\n"
+                "mode     = 0600\n"
+                "owner    = root\n"
+                "group    = 65534\n"
+                "allow-uid = root 1000, 65534\n"
+                "allow-gid = root|54321\n"
+                "max-conns = 1000000\n"
+                "connect-timeout = 250ms\n"
+                "handshake-timeout = 3s\n"
+                "idle-timeout = 1h\n"
+                "[metrics.v2]\n"
+                "listen = tcp:127.0.0.1:9100\n"
+                "connect = tcp:[::1]:9100\n");
+
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/sf.conf", scratch_dir());
+        cr_assert_str_eq(conf.file, path);
+        cr_assert_eq(conf.log_level, SF_LOG_DEBUG);
+        cr_assert(conf.log_level_set);
+        cr_assert_eq(conf.log_format, SF_LOG_JSON);
+        cr_assert(conf.control_set);
+        cr_assert_eq(conf.control.kind, SF_EP_UNIX);
+        cr_assert_str_eq(conf.control.path, "/run/sockferry/control.sock");
+        cr_assert_str_eq(conf.token_file, "/run/secrets/sockferry.token");
+        cr_assert(conf.user_set);
+        cr_assert_str_eq(conf.user, "65534:root");
+        cr_assert_eq(conf.uid, 65534);
+        cr_assert_eq(conf.gid, 0);
+        cr_assert(conf.no_new_privs);
+        cr_assert_eq(conf.drain_timeout_ms, 120000);
+
+        cr_assert_eq(conf.n_forwards, 2);
+        const struct sf_forward *f = &conf.forwards[0];
+        cr_assert_str_eq(f->name, "dispatch");
+        char where[PATH_MAX + 32];
+        snprintf(where, sizeof where, "%s:11: [dispatch]", path);
+        cr_assert_str_eq(f->origin.where, where);
+        cr_assert(f->listen_set);
+        cr_assert_str_eq(f->listen.text, "unix:/run/sockferry/dispatch.sock");
+        cr_assert_eq(f->n_connect, 3);
+        cr_assert_str_eq(f->connect[0].text, "unix:/run/host/x.sock");
+        cr_assert_str_eq(f->connect[1].text, "tcp:host.docker.internal:7000");
+        cr_assert_eq(f->connect[1].port, 7000);
+        cr_assert_eq(f->connect[2].kind, SF_EP_VSOCK);
+        cr_assert_eq(f->connect[2].cid, SF_VSOCK_CID_HOST);
+        cr_assert_eq(f->auth, SF_AUTH_TOKEN);
+        cr_assert(!f->allow_insecure);
+        cr_assert_str_eq(f->token_file, "/run/secrets/dispatch.token");
+        cr_assert_str_eq(f->alias, "/run/ward/dispatch-broker.sock");
+        cr_assert_str_eq(f->env, "WARD_DISPATCH_BROKER_SOCK");
+        cr_assert_eq(f->env_format, SF_ENV_UNIX_URL);
+        cr_assert_eq(f->mode, 0600);
+        cr_assert(f->owner_set);
+        cr_assert_eq(f->owner, 0);
+        cr_assert(f->group_set);
+        cr_assert_eq(f->group, 65534);
+        cr_assert_eq(f->n_allow_uid, 3);
+        cr_assert_eq(f->allow_uid[0], 0);
+        cr_assert_eq(f->allow_uid[1], 1000);
+        cr_assert_eq(f->allow_uid[2], 65534);
+        cr_assert_eq(f->n_allow_gid, 2);
+        cr_assert_eq(f->allow_gid[0], 0);
+        cr_assert_eq(f->allow_gid[1], 54321);
+        cr_assert_eq(f->max_conns, 1000000);
+        cr_assert_eq(f->connect_timeout_ms, 250);
+        cr_assert_eq(f->handshake_timeout_ms, 3000);
+        cr_assert_eq(f->idle_timeout_ms, 3600000);
+        cr_assert_str_eq(sf_conf_token_file(&conf, f), "/run/secrets/dispatch.token");
+
+        f = &conf.forwards[1];
+        cr_assert_str_eq(f->name, "metrics.v2");
+        snprintf(where, sizeof where, "%s:29: [metrics.v2]", path);
+        cr_assert_str_eq(f->origin.where, where);
+        cr_assert_str_eq(f->listen.host, "127.0.0.1");
+        cr_assert_eq(f->n_connect, 1);
+        cr_assert_str_eq(f->connect[0].host, "::1");
+        cr_assert_str_eq(sf_conf_token_file(&conf, f), "/run/secrets/sockferry.token");
+
+        cr_assert_eq(sf_conf_validate(&conf), 0);
+        sf_conf_free(&conf);
+        cr_assert_null(conf.forwards);
+        cr_assert_eq(conf.n_forwards, 0);
+        sf_conf_free(&conf);
+}
+
+Test(load, lexical_forms) {
+        /* A BOM, CRLF line ends, indentation, both comment styles, an inline comment,
+         * "key: value" and a header with spaces and a comment. */
+        load_ok("\xEF\xBB\xBF[sockferry]\r\n"
+                "    log-level = warn ; inline\r\n"
+                "# comment\r\n"
+                "\t; comment\r\n"
+                "  [ a ]   ; the first forward\r\n"
+                "    listen: unix:@a\r\n"
+                "    connect = unix:/run/a.sock;not-a-comment\r\n"
+                "\t\tmode = 640\r\n");
+        cr_assert_eq(conf.log_level, SF_LOG_WARN);
+        cr_assert_eq(conf.n_forwards, 1);
+        const struct sf_forward *f = &conf.forwards[0];
+        cr_assert_str_eq(f->name, "a");
+        cr_assert_eq(f->listen.kind, SF_EP_ABSTRACT);
+        cr_assert_str_eq(f->connect[0].path, "/run/a.sock;not-a-comment");
+        cr_assert_eq(f->mode, 0640);
+        sf_conf_free(&conf);
+}
+
+Test(load, empty_file) {
+        load_ok("");
+        cr_assert_eq(conf.n_forwards, 0);
+        load_ok("\n; nothing\n\n");
+        cr_assert_eq(conf.n_forwards, 0);
+}
+
+Test(load, missing_file) {
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/nope.conf", scratch_dir());
+        sf_conf_init(&conf);
+        capture_start();
+        cr_assert_eq(sf_conf_load(&conf, path), -ENOENT);
+        log_text = capture_end();
+        assert_error(log_text, "%s: cannot read config: No such file or directory", path);
+        cr_assert_str_eq(conf.file, "");
+}
+
+Test(load, directory) {
+        sf_conf_init(&conf);
+        capture_start();
+        cr_assert_eq(sf_conf_load(&conf, scratch_dir()), -EISDIR);
+        log_text = capture_end();
+        assert_error(log_text, "%s: cannot read config: Is a directory", scratch_dir());
+}
+
+Test(load, path_too_long) {
+        char path[PATH_MAX + 10];
+        memset(path, 'x', sizeof path - 1);
+        path[0] = '/';
+        path[sizeof path - 1] = '\0';
+        sf_conf_init(&conf);
+        capture_start();
+        cr_assert_eq(sf_conf_load(&conf, path), -ENAMETOOLONG);
+        log_text = capture_end();
+        assert_contains(log_text, "xxx...: cannot read config: File name too long\n");
+}
+
+Test(load, syntax_errors) {
+        assert_one_error("[a]\nlisten\n", "2: " SYNTAX);
+        assert_one_error("[a]\nlisten unix:/a ; = x\n", "2: " SYNTAX);
+        assert_one_error("[a\nlisten = unix:/a\n", "1: " SYNTAX);
+        assert_one_error("[a] listen = unix:/a\n", "1: " SYNTAX);
+        assert_one_error("[a]\n= unix:/a\n", "2: " SYNTAX);
+        assert_one_error("[a]\nlisten = unix:/a\nconnect\n", "3: " SYNTAX);
+}
+
+Test(load, keys_after_a_broken_header_belong_to_it) {
+        /* Without the header the second listen would be a duplicate of [a]'s. */
+        assert_one_error("[a]\nlisten = unix:/a\n[b\nlisten = unix:/b\n", "3: " SYNTAX);
+}
+
+Test(load, line_limits) {
+        char text[512];
+        /* inih's line buffer: 198 characters fit, 199 do not. */
+        int n = snprintf(text, sizeof text, "[a]\nalias = /%0189d\n", 0);
+        cr_assert_eq(n, 4 + 198 + 1);
+        sf_conf_init(&conf);
+        cr_assert_eq(load_text(&conf, text, &log_text), -EINVAL);
+        assert_error(log_text, "%s/sf.conf:2: [a] alias: \"/%0189d\" is too long, expected at most 107 bytes (the limit of a unix socket path)",
+                     scratch_dir(), 0);
+        cr_assert_eq(count_errors(log_text), 1);
+        sf_conf_free(&conf);
+
+        snprintf(text, sizeof text, "[a]\nalias = /%0190d\nlisten\n", 0);
+        sf_conf_init(&conf);
+        cr_assert_eq(load_text(&conf, text, &log_text), -EINVAL);
+        assert_error(log_text, "%s/sf.conf:2: line is too long, expected at most 198 characters", scratch_dir());
+        assert_error(log_text, "%s/sf.conf:3: " SYNTAX, scratch_dir());
+        cr_assert_eq(count_errors(log_text), 2);
+        sf_conf_free(&conf);
+}
+
+Test(load, nul_byte) {
+        const char text[] = "[a]\nlisten = unix:/a\0b\nconnect = unix:/b\n";
+        const char *path = scratch_file("nul.conf", "");
+        FILE *f = fopen(path, "w");
+        cr_assert_not_null(f);
+        cr_assert_eq(fwrite(text, 1, sizeof text - 1, f), sizeof text - 1);
+        fclose(f);
+        sf_conf_init(&conf);
+        capture_start();
+        cr_assert_eq(sf_conf_load(&conf, path), -EINVAL);
+        log_text = capture_end();
+        assert_error(log_text, "%s:2: line contains a NUL byte, expected text", path);
+        cr_assert_eq(count_errors(log_text), 1);
+        cr_assert_eq(conf.forwards[0].n_connect, 1);
+}
+
+Test(load, key_outside_section) {
+        assert_one_error("listen = unix:/a\n[a]\n",
+                         "1: listen: key outside a section, expected [sockferry] or [NAME] above it");
+        assert_one_error("# comment\nlog-level = info\n",
+                         "2: log-level: key outside a section, expected [sockferry] or [NAME] above it");
+}
+
+Test(load, unknown_keys) {
+        assert_one_error("[dispatch]\nlisen = unix:/a\n",
+                         "2: [dispatch] lisen: unknown key, expected one of " FORWARD_KEYS "; did you mean listen?");
+        assert_one_error("[dispatch]\nlsiten = unix:/a\n",
+                         "2: [dispatch] lsiten: unknown key, expected one of " FORWARD_KEYS "; did you mean listen?");
+        assert_one_error("[dispatch]\nListen = unix:/a\n",
+                         "2: [dispatch] Listen: unknown key, expected one of " FORWARD_KEYS "; did you mean listen?");
+        assert_one_error("[dispatch]\nmaxconns = 5\n",
+                         "2: [dispatch] maxconns: unknown key, expected one of " FORWARD_KEYS "; did you mean max-conns?");
+        assert_one_error("[dispatch]\nfrobnicate = 1\n",
+                         "2: [dispatch] frobnicate: unknown key, expected one of " FORWARD_KEYS);
+        assert_one_error("[dispatch]\nab = 1\n", "2: [dispatch] ab: unknown key, expected one of " FORWARD_KEYS);
+        assert_one_error("[sockferry]\nlog-levle = info\n",
+                         "2: [sockferry] log-levle: unknown key, expected one of " GLOBAL_KEYS "; did you mean log-level?");
+        assert_one_error("[sockferry]\nverbose = yes\n",
+                         "2: [sockferry] verbose: unknown key, expected one of " GLOBAL_KEYS);
+}
+
+Test(load, key_in_the_wrong_section) {
+        assert_one_error("[dispatch]\nlog-level = debug\n",
+                         "2: [dispatch] log-level: global key in a forward section, expected it in [sockferry]");
+        assert_one_error("[sockferry]\nlisten = unix:/a\n",
+                         "2: [sockferry] listen: per-forward key in [sockferry], expected it in the section of a forward such as [dispatch]");
+}
+
+Test(load, duplicate_key) {
+        char want[PATH_MAX + 200];
+        snprintf(want, sizeof want, "4: [a] listen: duplicate key, first set at %s/sf.conf:2, expected each key once per section",
+                 scratch_dir());
+        assert_one_error("[a]\nlisten = unix:/a\nconnect = unix:/b\nlisten = unix:/c\n", want);
+        snprintf(want, sizeof want, "3: [sockferry] user: duplicate key, first set at %s/sf.conf:2, expected each key once per section",
+                 scratch_dir());
+        assert_one_error("[sockferry]\nuser = root\nuser = root\n", want);
+}
+
+Test(load, same_key_in_two_sections) {
+        load_ok("[a]\nlisten = unix:/a\n[b]\nlisten = unix:/b\n");
+        cr_assert_eq(conf.n_forwards, 2);
+        sf_conf_free(&conf);
+}
+
+Test(load, duplicate_sections) {
+        char want[PATH_MAX + 200];
+        snprintf(want, sizeof want, "4: [a]: duplicate forward name, first defined at %s/sf.conf:1", scratch_dir());
+        assert_one_error("[a]\nlisten = unix:/a\n[b]\n[a]\nlisten = unix:/c\n", want);
+        snprintf(want, sizeof want, "3: [sockferry]: duplicate section, first defined at %s/sf.conf:1", scratch_dir());
+        assert_one_error("[sockferry]\n[a]\n[sockferry]\n", want);
+}
+
+Test(load, duplicate_section_keys_are_still_checked) {
+        sf_conf_init(&conf);
+        cr_assert_eq(load_text(&conf, "[a]\n[a]\nmode = 9\n", &log_text), -EINVAL);
+        assert_error(log_text, "%s/sf.conf:3: [a] mode: \"9\" is not an octal mode, expected octal permission bits such as 0660",
+                     scratch_dir());
+        cr_assert_eq(count_errors(log_text), 2);
+        cr_assert_eq(conf.n_forwards, 1, "the second [a] is not kept");
+        cr_assert_eq(conf.forwards[0].mode, 0660);
+}
+
+Test(load, bad_forward_names) {
+        const char *expected = "expected letters, digits, '_', '.' and '-', at most 63 characters";
+        char want[512], text[200];
+        snprintf(want, sizeof want, "1: [bad name]: not a valid forward name, %s", expected);
+        assert_one_error("[bad name]\n", want);
+        snprintf(want, sizeof want, "1: []: not a valid forward name, %s", expected);
+        assert_one_error("[]\n", want);
+        snprintf(want, sizeof want, "1: [a/b]: not a valid forward name, %s", expected);
+        assert_one_error("[a/b]\n", want);
+        snprintf(text, sizeof text, "[%064d]\n", 0);
+        snprintf(want, sizeof want, "1: [%064d]: not a valid forward name, %s", 0, expected);
+        assert_one_error(text, want);
+        snprintf(text, sizeof text, "[%063d]\n", 0);
+        load_ok(text);
+        cr_assert_eq(strlen(conf.forwards[0].name), 63);
+        sf_conf_free(&conf);
+}
+
+Test(load, forward_value_errors) {
+        assert_one_error("[dispatch]\nconnect-timeout = 5x\n",
+                         "2: [dispatch] connect-timeout: \"5x\" is not a duration, expected a duration such as 250ms, 5s or 2m");
+        assert_one_error("[d]\nlisten = /run/x.sock\n", "2: [d] listen: /run/x.sock: missing transport, did you mean unix:/run/x.sock?");
+        assert_one_error("[d]\nlisten =\n",
+                         "2: [d] listen: empty endpoint, expected unix:/abs/path, unix:@name, tcp:HOST:PORT, tcp:[V6]:PORT, vsock:CID|host|any:PORT, systemd:NAME or fd:N");
+        assert_one_error("[d]\nlisten = tcp:h:0\n", "2: [d] listen: tcp:h:0: bad port, expected a number from 1 to 65535");
+        assert_one_error("[d]\nconnect =\n",
+                         "2: [d] connect: empty value, expected one or more endpoints separated by spaces or |");
+        assert_one_error("[d]\nconnect = | \n",
+                         "2: [d] connect: empty value, expected one or more endpoints separated by spaces or |");
+        assert_one_error("[d]\nconnect = unix:/a tcp:[::1\n",
+                         "2: [d] connect: tcp:[::1: missing ']' after an IPv6 address, expected tcp:[V6]:PORT");
+        assert_one_error("[d]\nconnect = unix:/a systemd:x\n",
+                         "2: [d] connect: systemd:x can only listen (socket activation), expected unix:, tcp: or vsock: endpoints to connect to");
+        assert_one_error("[d]\nconnect = fd:3\n",
+                         "2: [d] connect: fd:3 can only listen (socket activation), expected unix:, tcp: or vsock: endpoints to connect to");
+        assert_one_error("[d]\nconnect = vsock:any:7000\n",
+                         "2: [d] connect: vsock:any:7000 can only listen, expected vsock:host:PORT or vsock:CID:PORT to connect to");
+        assert_one_error("[d]\nconnect = unix:/1 unix:/2 unix:/3 unix:/4 unix:/5 unix:/6 unix:/7 unix:/8 unix:/9\n",
+                         "2: [d] connect: more than 8 endpoints, expected at most 8 candidates");
+        assert_one_error("[d]\nauth = password\n", "2: [d] auth: \"password\" is not an auth mode, expected none or token");
+        assert_one_error("[d]\nallow-insecure = sure\n",
+                         "2: [d] allow-insecure: \"sure\" is not a boolean, expected yes or no (also true/false, on/off, 1/0)");
+        assert_one_error("[d]\ntoken-file = sockferry.token\n",
+                         "2: [d] token-file: \"sockferry.token\" is not an absolute path, expected an absolute path such as /run/secrets/sockferry.token");
+        assert_one_error("[d]\nalias = run/x.sock\n",
+                         "2: [d] alias: \"run/x.sock\" is not an absolute path, expected the absolute path clients connect to, such as /run/app.sock");
+        assert_one_error("[d]\nenv = 1X\n",
+                         "2: [d] env: \"1X\" is not an environment variable name, expected letters, digits and '_', not starting with a digit");
+        assert_one_error("[d]\nenv = A-B\n",
+                         "2: [d] env: \"A-B\" is not an environment variable name, expected letters, digits and '_', not starting with a digit");
+        assert_one_error("[d]\nenv =\n", "2: [d] env: empty value, expected an environment variable name such as DOCKER_HOST");
+        assert_one_error("[d]\nenv = LD_PRELOAD\n",
+                         "2: [d] env: LD_PRELOAD is set by sockferry itself, expected a variable of your own such as DOCKER_HOST");
+        assert_one_error("[d]\nenv = LISTEN_FDS\n",
+                         "2: [d] env: LISTEN_FDS is set by sockferry itself, expected a variable of your own such as DOCKER_HOST");
+        assert_one_error("[d]\nenv = SOCKFERRY_PRELOAD_MAP\n",
+                         "2: [d] env: SOCKFERRY_PRELOAD_MAP is set by sockferry itself, expected a variable of your own such as DOCKER_HOST");
+        assert_one_error("[d]\nenv-format = url\n", "2: [d] env-format: \"url\" is not an env-format, expected path or unix-url");
+        assert_one_error("[d]\nmode = rw-rw----\n",
+                         "2: [d] mode: \"rw-rw----\" is not an octal mode, expected octal permission bits such as 0660");
+        assert_one_error("[d]\nowner = no-such-user-sf\n",
+                         "2: [d] owner: no such user \"no-such-user-sf\", expected a user name known to this system or a numeric UID");
+        assert_one_error("[d]\ngroup = no-such-group-sf\n",
+                         "2: [d] group: no such group \"no-such-group-sf\", expected a group name known to this system or a numeric GID");
+        assert_one_error("[d]\nallow-uid = root no-such-user-sf\n",
+                         "2: [d] allow-uid: no such user \"no-such-user-sf\", expected a user name known to this system or a numeric UID");
+        assert_one_error("[d]\nallow-uid = ,\n",
+                         "2: [d] allow-uid: empty value, expected one or more user names or UIDs separated by spaces");
+        assert_one_error("[d]\nallow-uid = 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17\n",
+                         "2: [d] allow-uid: more than 16 entries, expected at most 16 users");
+        assert_one_error("[d]\nallow-gid = no-such-group-sf\n",
+                         "2: [d] allow-gid: no such group \"no-such-group-sf\", expected a group name known to this system or a numeric GID");
+        assert_one_error("[d]\nallow-gid =\n",
+                         "2: [d] allow-gid: empty value, expected one or more group names or GIDs separated by spaces");
+        assert_one_error("[d]\nallow-gid = 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17\n",
+                         "2: [d] allow-gid: more than 16 entries, expected at most 16 groups");
+        assert_one_error("[d]\nmax-conns = 0\n", "2: [d] max-conns: \"0\" is out of range, expected a number from 1 to 1000000");
+        assert_one_error("[d]\nmax-conns = lots\n", "2: [d] max-conns: \"lots\" is not a number, expected a number from 1 to 1000000");
+        assert_one_error("[d]\nconnect-timeout = 0\n",
+                         "2: [d] connect-timeout: \"0\" would time out every connection at once, expected a duration above 0 such as 5s");
+        assert_one_error("[d]\nhandshake-timeout = 0ms\n",
+                         "2: [d] handshake-timeout: \"0ms\" would time out every connection at once, expected a duration above 0 such as 5s");
+        assert_one_error("[d]\nhandshake-timeout = soon\n",
+                         "2: [d] handshake-timeout: \"soon\" is not a duration, expected a duration such as 250ms, 5s or 2m");
+        assert_one_error("[d]\nidle-timeout = -1\n",
+                         "2: [d] idle-timeout: \"-1\" is negative, expected a duration such as 250ms, 5s or 2m");
+}
+
+Test(load, long_values) {
+        char text[300], want[400];
+        /* A letter first: a name starting with a digit fails before the length check. */
+        snprintf(text, sizeof text, "[d]\nenv = X%0127d\n", 0);
+        snprintf(want, sizeof want, "2: [d] env: \"X%031d...\" is too long, expected at most 127 characters", 0);
+        assert_one_error(text, want);
+        snprintf(text, sizeof text, "[d]\nenv = X%0126d\n", 0);
+        load_ok(text);
+        cr_assert_eq(strlen(conf.forwards[0].env), 127);
+        sf_conf_free(&conf);
+
+        snprintf(text, sizeof text, "[sockferry]\nuser = %0128d\n", 0);
+        snprintf(want, sizeof want,
+                 "2: [sockferry] user: \"%032d...\" is too long, expected NAME|UID[:GROUP|GID] of at most 127 characters", 0);
+        assert_one_error(text, want);
+}
+
+Test(load, global_value_errors) {
+        assert_one_error("[sockferry]\nlog-level = verbose\n",
+                         "2: [sockferry] log-level: \"verbose\" is not a log level, expected error, warn, info or debug");
+        assert_one_error("[sockferry]\nlog-format = xml\n",
+                         "2: [sockferry] log-format: \"xml\" is not a log format, expected text or json");
+        assert_one_error("[sockferry]\ncontrol = tcp:127.0.0.1:9\n",
+                         "2: [sockferry] control: tcp:127.0.0.1:9 is not a unix socket, expected unix:/abs/path or unix:@name");
+        assert_one_error("[sockferry]\ncontrol = run/ctl.sock\n",
+                         "2: [sockferry] control: run/ctl.sock: unknown endpoint type, expected unix:/abs/path, unix:@name, tcp:HOST:PORT, tcp:[V6]:PORT, vsock:CID|host|any:PORT, systemd:NAME or fd:N");
+        assert_one_error("[sockferry]\ntoken-file = ./token\n",
+                         "2: [sockferry] token-file: \"./token\" is not an absolute path, expected an absolute path such as /run/secrets/sockferry.token");
+        assert_one_error("[sockferry]\nuser = no-such-user-sf\n",
+                         "2: [sockferry] user: no such user \"no-such-user-sf\", expected a user name known to this system or a numeric UID");
+        assert_one_error("[sockferry]\nuser = root:no-such-group-sf\n",
+                         "2: [sockferry] user: no such group \"no-such-group-sf\", expected a group name known to this system or a numeric GID");
+        assert_one_error("[sockferry]\nno-new-privs = please\n",
+                         "2: [sockferry] no-new-privs: \"please\" is not a boolean, expected yes or no (also true/false, on/off, 1/0)");
+        assert_one_error("[sockferry]\ndrain-timeout = 10 s\n",
+                         "2: [sockferry] drain-timeout: \"10 s\" is not a duration, expected a duration such as 250ms, 5s or 2m");
+}
+
+Test(load, global_values) {
+        load_ok("[sockferry]\ncontrol = unix:@sockferry\nuser = root\nlog-level = WARNING\ndrain-timeout = 0\n");
+        cr_assert_eq(conf.control.kind, SF_EP_ABSTRACT);
+        cr_assert_eq(conf.uid, 0);
+        cr_assert_eq(conf.gid, 0);
+        cr_assert_eq(conf.log_level, SF_LOG_WARN);
+        cr_assert_eq(conf.drain_timeout_ms, 0);
+}
+
+Test(load, every_error_is_reported) {
+        const char *text = "stray = 1\n"               /* 1 */
+                           "[sockferry]\n"             /* 2 */
+                           "log-level = loud\n"        /* 3 */
+                           "[a]\n"                     /* 4 */
+                           "listen = unix:relative\n"  /* 5 */
+                           "mode = 999\n"              /* 6 */
+                           "oops\n"                    /* 7 */
+                           "mode = 0600\n"             /* 8 */
+                           "[a]\n"                     /* 9 */
+                           "[b c]\n"                   /* 10 */
+                           "max-conns = 0\n";          /* 11 */
+        sf_conf_init(&conf);
+        cr_assert_eq(load_text(&conf, text, &log_text), -EINVAL);
+        const char *d = scratch_dir();
+        assert_error(log_text, "%s/sf.conf:1: stray: key outside a section, expected [sockferry] or [NAME] above it", d);
+        assert_error(log_text, "%s/sf.conf:3: [sockferry] log-level: \"loud\" is not a log level, expected error, warn, info or debug", d);
+        assert_error(log_text, "%s/sf.conf:5: [a] listen: unix:relative: unix socket path must be absolute, expected unix:/abs/path", d);
+        assert_error(log_text, "%s/sf.conf:6: [a] mode: \"999\" is not an octal mode, expected octal permission bits such as 0660", d);
+        assert_error(log_text, "%s/sf.conf:7: " SYNTAX, d);
+        assert_error(log_text, "%s/sf.conf:8: [a] mode: duplicate key, first set at %s/sf.conf:6, expected each key once per section", d, d);
+        assert_error(log_text, "%s/sf.conf:9: [a]: duplicate forward name, first defined at %s/sf.conf:4", d, d);
+        assert_error(log_text, "%s/sf.conf:10: [b c]: not a valid forward name, expected letters, digits, '_', '.' and '-', at most 63 characters", d);
+        assert_error(log_text, "%s/sf.conf:11: [b c] max-conns: \"0\" is out of range, expected a number from 1 to 1000000", d);
+        cr_assert_eq(count_errors(log_text), 9, "%s", log_text);
+}
+
+Test(load, two_files) {
+        const char *first = scratch_file("one.conf", "[a]\nlisten = unix:/a\nconnect = unix:/b\n");
+        const char *second = scratch_file("two.conf", "\n[b]\nlisten = unix:/c\nconnect = unix:/d\n[a]\n");
+        sf_conf_init(&conf);
+        capture_start();
+        cr_assert_eq(sf_conf_load(&conf, first), 0);
+        cr_assert_eq(sf_conf_load(&conf, second), -EINVAL);
+        log_text = capture_end();
+        assert_error(log_text, "%s:5: [a]: duplicate forward name, first defined at %s:1", second, first);
+        cr_assert_eq(count_errors(log_text), 1);
+        cr_assert_eq(conf.n_forwards, 2);
+        cr_assert_str_eq(conf.file, second);
+        sf_conf_free(&conf);
+}

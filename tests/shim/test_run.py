@@ -1,0 +1,630 @@
+"""End-to-end tests of `sockferry run`, the container entrypoint, printing TAP.
+
+Each test runs sockferry in a "container": new mount and network namespaces (unshare, as
+root), loopback up, and an empty directory bind-mounted where the host socket should have
+been, as Docker Desktop leaves it. Tests about PID 1 add a PID namespace. Standard library
+only; every process a test starts is killed when it ends, and every wait is bounded."""
+
+import glob
+import os
+import signal
+import socket
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+
+SOCKFERRY = os.environ.get("SOCKFERRY", "sockferry")
+BUILD_ROOT = os.environ.get("SF_BUILD_ROOT", "")
+PYTHON = "/usr/bin/python3"
+
+
+class Skip(Exception):
+    pass
+
+
+class Echo:
+    """A host service on a unix socket: answers every line with "echo:" and the line."""
+
+    def __init__(self, path):
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(path)
+        self.sock.listen(64)
+        self.sock.settimeout(0.2)
+        self.stopping = False
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self):
+        while not self.stopping:
+            try:
+                c, _ = self.sock.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            threading.Thread(target=self.answer, args=(c,), daemon=True).start()
+
+    @staticmethod
+    def answer(c):
+        with c:
+            c.settimeout(5)
+            try:
+                data = c.recv(4096)
+                if data:
+                    c.sendall(b"echo:" + data)
+            except OSError:
+                pass
+
+    def close(self):
+        self.stopping = True
+        self.thread.join(2)
+        self.sock.close()
+
+
+class Container:
+    """A scratch directory laid out like a container's filesystem, with a host-side echo
+    service. D/ctr/run/ward/broker.sock is where clients expect the socket (the alias);
+    sockferry listens on D/ctr/run/sockferry/broker.sock."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="sf-shim-")
+        os.chmod(self.dir, 0o755)  # a payload running as nobody walks through it
+        self.host_empty = os.path.join(self.dir, "host-empty")
+        self.alias = os.path.join(self.dir, "ctr/run/ward/broker.sock")
+        self.listen = os.path.join(self.dir, "ctr/run/sockferry/broker.sock")
+        self.upstream = os.path.join(self.dir, "host.sock")
+        os.makedirs(self.host_empty)
+        os.makedirs(self.alias)
+        self.echo = Echo(self.upstream)
+        self.procs = []
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def forward(self, extra=""):
+        return "broker:unix:%s=unix:%s%s" % (self.listen, self.upstream, extra)
+
+    def setup_script(self, bind_alias=True):
+        lines = ["set -e", "ip link set lo up"]
+        if bind_alias:
+            lines.append("mount --bind %s %s" % (self.host_empty, self.alias))
+        lines.append("set +e")
+        return "\n".join(lines) + "\n"
+
+    def start(self, args, bind_alias=True, pidns=False, env=None, stdin=subprocess.DEVNULL):
+        """Starts `sockferry ARGS` in the container; sockferry is the process Popen returns
+        unless pidns, where it is PID 1 of a new PID namespace below unshare."""
+        script = self.setup_script(bind_alias) + 'exec "$SOCKFERRY" "$@"\n'
+        ns = ["unshare", "--mount", "--net", "--propagation", "private"]
+        if pidns:
+            ns += ["--pid", "--fork", "--mount-proc"]
+        e = dict(os.environ, SOCKFERRY=SOCKFERRY)
+        if env:
+            e.update(env)
+        self.log = open(self.path("log"), "wb")
+        self.out = open(self.path("out"), "wb")
+        p = subprocess.Popen(ns + ["/bin/sh", "-c", script, "sh"] + args, stdin=stdin, stdout=self.out,
+                             stderr=self.log, env=e, start_new_session=True)
+        self.procs.append(p)
+        return p
+
+    def run(self, args, timeout=20, **kw):
+        p = self.start(args, **kw)
+        try:
+            rc = p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("sockferry did not exit within %ds; log:\n%s" % (timeout, self.text("log")))
+        return rc, self.text("out"), self.text("log")
+
+    def text(self, name):
+        with open(self.path(name), "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def close(self):
+        for p in self.procs:
+            kill_session(p.pid)
+            try:
+                p.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
+        self.echo.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def kill_session(sid):
+    """Everything a test started shares its session (payloads change their process group,
+    not their session), so this finds what is left whatever it turned into."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if os.getsid(int(entry)) == sid:
+                os.kill(int(entry), signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def children(pid):
+    try:
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            return [int(x) for x in f.read().split()]
+    except FileNotFoundError:
+        return []
+
+
+def wait_for(pred, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.02)
+    raise AssertionError("timed out after %.1fs waiting for %s" % (timeout, what))
+
+
+def system_library():
+    """A harmless shared library to stand in for the preload library: the real one is
+    tested by the preload tests, and a sanitizer build of it cannot load into a payload."""
+    for pattern in ("/usr/lib/*-linux-gnu/libdl.so.2", "/lib/*-linux-gnu/libdl.so.2", "/usr/lib*/libdl.so.2"):
+        found = glob.glob(pattern)
+        if found:
+            return os.path.realpath(found[0])
+    raise Skip("no libdl.so.2 to stand in for the preload library")
+
+
+def py(code):
+    return [PYTHON, "-c", code]
+
+
+def expect(cond, msg, log=""):
+    if not cond:
+        raise AssertionError(msg + ("\n--- log ---\n" + log if log else ""))
+
+
+def env_lines(out):
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+PRINT_ENV = "import os\nfor k in ('X_SOCK', 'LD_PRELOAD', 'SOCKFERRY_PRELOAD_MAP'):\n    print('%s=%s' % (k, os.environ.get(k, '<unset>')))\n"
+
+# Connects through PATH at once, before anything else, and says what it got back.
+CONNECT_NOW = """
+import os, socket, sys
+path = sys.argv[1]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.settimeout(5)
+try:
+    s.connect(path)
+except OSError as e:
+    print('connect failed: %s' % e)
+    sys.exit(3)
+s.sendall(b'ping')
+print(s.recv(100).decode())
+"""
+
+
+# --- environment ----------------------------------------------------------------------------
+
+def test_env_exports_the_listen_path(c):
+    rc, out, log = c.run(["run", "-F", c.forward(",env=X_SOCK"), "--"] + py(PRINT_ENV))
+    expect(rc == 0, "exit status %d" % rc, log)
+    expect(env_lines(out)["X_SOCK"] == c.listen, "X_SOCK is %r" % env_lines(out).get("X_SOCK"), log)
+
+
+def test_env_unix_url(c):
+    rc, out, log = c.run(["run", "-F", c.forward(",env=X_SOCK,env-format=unix-url"), "--"] + py(PRINT_ENV))
+    expect(rc == 0, "exit status %d" % rc, log)
+    expect(env_lines(out)["X_SOCK"] == "unix://" + c.listen, "X_SOCK is %r" % env_lines(out).get("X_SOCK"), log)
+
+
+def test_env_overrides_an_existing_variable_and_says_so(c):
+    rc, out, log = c.run(["run", "-F", c.forward(",env=X_SOCK"), "--"] + py(PRINT_ENV), env={"X_SOCK": "/old"})
+    expect(rc == 0, "exit status %d" % rc, log)
+    expect(env_lines(out)["X_SOCK"] == c.listen, "X_SOCK is %r" % env_lines(out).get("X_SOCK"), log)
+    expect("overriding X_SOCK=/old" in log, "the override is not in the log", log)
+
+
+# --- alias ----------------------------------------------------------------------------------
+
+def test_alias_missing_becomes_a_link(c):
+    os.rmdir(c.alias)
+    rc, out, log = c.run(["run", "--no-preload", "-F", c.forward(",alias=" + c.alias), "--"]
+                         + py(CONNECT_NOW) + [c.alias], bind_alias=False)
+    expect(rc == 0 and "echo:ping" in out, "rc %d, payload said %r" % (rc, out), log)
+    expect(os.readlink(c.alias) == c.listen, "alias is not a link to the listen socket")
+
+
+def test_alias_empty_directory_becomes_a_link(c):
+    rc, out, log = c.run(["run", "--no-preload", "-F", c.forward(",alias=" + c.alias), "--"]
+                         + py(CONNECT_NOW) + [c.alias], bind_alias=False)
+    expect(rc == 0 and "echo:ping" in out, "rc %d, payload said %r" % (rc, out), log)
+    expect(os.path.islink(c.alias) and os.readlink(c.alias) == c.listen, "alias was not replaced by a link", log)
+    expect("was an empty directory, now a link" in log, "the log does not say so", log)
+
+
+def test_alias_mount_point_is_left_for_the_preload_map(c):
+    lib = system_library()
+    # os.path.ismount() compares devices, which a bind mount from the same file system keeps.
+    code = PRINT_ENV + ("print('ISDIR=%s' % os.path.isdir(ALIAS))\n"
+                        "print('ISMOUNT=%s' % any(l.split()[4] == ALIAS for l in open('/proc/self/mountinfo')))\n")
+    code = "ALIAS = %r\n" % c.alias + code
+    rc, out, log = c.run(["run", "--preload", lib, "-F", c.forward(",alias=" + c.alias), "--"] + py(code))
+    env = env_lines(out)
+    expect(rc == 0, "exit status %d" % rc, log)
+    expect(env["ISDIR"] == "True" and env["ISMOUNT"] == "True", "the mount point was touched: %r" % env, log)
+    expect(env["SOCKFERRY_PRELOAD_MAP"] == "%s=unix:%s" % (c.alias, c.listen),
+           "SOCKFERRY_PRELOAD_MAP is %r" % env["SOCKFERRY_PRELOAD_MAP"], log)
+    expect(env["LD_PRELOAD"] == lib, "LD_PRELOAD is %r" % env["LD_PRELOAD"], log)
+    expect("a mount point" in log, "the log does not say it is a mount point", log)
+
+
+def test_alias_live_socket_is_left_alone(c):
+    os.rmdir(c.alias)
+    live = Echo(c.alias)
+    try:
+        rc, out, log = c.run(["run", "--no-preload", "-F", c.forward(",alias=" + c.alias), "--"]
+                             + py(CONNECT_NOW) + [c.alias], bind_alias=False)
+    finally:
+        live.close()
+    expect(rc == 0 and "echo:ping" in out, "rc %d, payload said %r" % (rc, out), log)
+    expect(not os.path.islink(c.alias), "the live socket was replaced", log)
+    expect("a live socket" in log and "left alone" in log, "the log does not say so", log)
+
+
+def test_alias_stale_socket_becomes_a_link(c):
+    os.rmdir(c.alias)
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(c.alias)
+    s.close()
+    rc, out, log = c.run(["run", "--no-preload", "-F", c.forward(",alias=" + c.alias), "--"]
+                         + py(CONNECT_NOW) + [c.alias], bind_alias=False)
+    expect(rc == 0 and "echo:ping" in out, "rc %d, payload said %r" % (rc, out), log)
+    expect(os.path.islink(c.alias), "the stale socket was not replaced", log)
+
+
+# --- preload wiring -------------------------------------------------------------------------
+
+def test_preload_keeps_existing_entries(c):
+    lib = system_library()
+    rc, out, log = c.run(["run", "--preload", lib, "-F", c.forward(",alias=" + c.alias), "--"] + py(PRINT_ENV),
+                         env={"LD_PRELOAD": "/nonexistent/first.so"})
+    expect(rc == 0, "exit status %d" % rc, log)
+    expect(env_lines(out)["LD_PRELOAD"] == "/nonexistent/first.so:" + lib,
+           "LD_PRELOAD is %r" % env_lines(out)["LD_PRELOAD"], log)
+
+
+def test_preload_from_environment_variable(c):
+    lib = system_library()
+    rc, out, log = c.run(["run", "-F", c.forward(",alias=" + c.alias), "--"] + py(PRINT_ENV),
+                         env={"SOCKFERRY_PRELOAD": lib})
+    expect(rc == 0, "exit status %d" % rc, log)
+    expect(env_lines(out)["LD_PRELOAD"] == lib, "LD_PRELOAD is %r" % env_lines(out)["LD_PRELOAD"], log)
+
+
+def test_preload_found_in_the_build_tree(c):
+    built = os.path.join(BUILD_ROOT, "preload", "sockferry-preload.so")
+    if not BUILD_ROOT or not os.path.exists(built):
+        raise Skip("the preload library is not built")
+    # The payload only prints; a sanitizer build of the library may refuse to load into it,
+    # so the log line is what counts.
+    env = {"SOCKFERRY_PRELOAD": "", "ASAN_OPTIONS": "verify_asan_link_order=0"}
+    rc, out, log = c.run(["run", "-F", c.forward(",alias=" + c.alias), "--", "true"], env=env)
+    expect("preload: %s added to LD_PRELOAD" % os.path.realpath(built) in log, "not the build tree's library", log)
+
+
+def test_no_preload(c):
+    rc, out, log = c.run(["run", "--no-preload", "-F", c.forward(",alias=" + c.alias), "--"] + py(PRINT_ENV),
+                         env={"SOCKFERRY_PRELOAD": system_library()})
+    env = env_lines(out)
+    expect(rc == 0, "exit status %d" % rc, log)
+    expect(env["LD_PRELOAD"] == "<unset>" and env["SOCKFERRY_PRELOAD_MAP"] == "<unset>", "env: %r" % env, log)
+    expect("clients that connect there will fail without the preload library" in log, "no warning", log)
+
+
+def test_explicit_preload_missing_is_a_config_error(c):
+    marker = c.path("started")
+    rc, out, log = c.run(["run", "--preload", c.path("nope.so"), "-F", c.forward(",alias=" + c.alias), "--",
+                          "touch", marker])
+    expect(rc == 78, "exit status %d, expected 78" % rc, log)
+    expect(not os.path.exists(marker), "the payload started", log)
+
+
+# --- start-up order -------------------------------------------------------------------------
+
+def test_payload_connecting_at_once_never_sees_no_such_file(c):
+    for i in range(15):
+        rc, out, log = c.run(["run", "-F", c.forward(",env=X_SOCK"), "--", "/bin/sh", "-c",
+                              'exec %s -c "$1" "$X_SOCK"' % PYTHON, "sh", CONNECT_NOW])
+        expect(rc == 0 and "echo:ping" in out, "run %d: rc %d, payload said %r" % (i, rc, out), log)
+
+
+def test_config_error_stops_before_the_payload(c):
+    marker = c.path("started")
+    rc, out, log = c.run(["run", "-F", "broker:unix:relative=unix:/x", "--", "touch", marker])
+    expect(rc == 78, "exit status %d, expected 78" % rc, log)
+    expect(not os.path.exists(marker), "the payload started", log)
+
+
+def test_bind_error_stops_before_the_payload(c):
+    marker = c.path("started")
+    os.makedirs(os.path.dirname(c.listen))
+    open(c.listen, "w").close()
+    rc, out, log = c.run(["run", "-F", c.forward(), "--", "touch", marker])
+    expect(rc == 1, "exit status %d, expected 1" % rc, log)
+    expect(not os.path.exists(marker), "the payload started", log)
+
+
+# --- exit status ----------------------------------------------------------------------------
+
+def test_exit_status_is_the_payloads(c):
+    for status in (0, 3, 42, 255):
+        rc, out, log = c.run(["run", "-F", c.forward(), "--", "/bin/sh", "-c", "exit %d" % status])
+        expect(rc == status, "exit status %d, expected %d" % (rc, status), log)
+
+
+def test_killed_by_signal_is_128_plus_n(c):
+    rc, out, log = c.run(["run", "--", "/bin/sh", "-c", "kill -KILL $$"])
+    expect(rc == 137, "exit status %d, expected 137" % rc, log)
+
+
+def test_plain_init_without_forwards(c):
+    rc, out, log = c.run(["run", "--", "/bin/sh", "-c", "echo hello"], bind_alias=False)
+    expect(rc == 0 and out.strip() == "hello", "rc %d out %r" % (rc, out), log)
+
+
+def test_exec_failures(c):
+    notexec = c.path("notexec")
+    open(notexec, "w").close()
+    os.chmod(notexec, 0o644)
+    cases = [
+        (["no-such-command-sf"], 127, "command not found"),
+        ([c.path("missing")], 127, "no such file"),
+        ([notexec], 126, "permission denied"),
+        ([c.dir], 126, "permission denied"),
+    ]
+    for cmd, want, words in cases:
+        rc, out, log = c.run(["run", "-F", c.forward(), "--"] + cmd)
+        expect(rc == want, "%s: exit status %d, expected %d" % (cmd[0], rc, want), log)
+        expect(words in log and cmd[0] in log, "%s: the log does not say %r" % (cmd[0], words), log)
+
+
+# --- signals --------------------------------------------------------------------------------
+
+# Reports every signal it gets on stdout; exits 0 on SIGTERM.
+SIGNAL_SINK = """
+import signal, sys, time
+def got(n, f):
+    print(signal.Signals(n).name, flush=True)
+    if n == signal.SIGTERM:
+        sys.exit(0)
+for s in (signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGWINCH, signal.SIGTERM):
+    signal.signal(s, got)
+print('ready', flush=True)
+deadline = time.monotonic() + 20
+while time.monotonic() < deadline:
+    time.sleep(0.05)
+sys.exit(9)
+"""
+
+
+def test_sigterm_reaches_the_payload_and_exits_143_promptly(c):
+    p = c.start(["run", "-F", c.forward(), "--", "sleep", "30"])
+    wait_for(lambda: children(p.pid), 5, "the payload to start")
+    time.sleep(0.1)
+    t0 = time.monotonic()
+    p.send_signal(signal.SIGTERM)
+    try:
+        rc = p.wait(5)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("sockferry did not exit within 5s of SIGTERM")
+    expect(rc == 143, "exit status %d, expected 143" % rc, c.text("log"))
+    expect(time.monotonic() - t0 < 2, "took %.1fs" % (time.monotonic() - t0), c.text("log"))
+
+
+def test_every_forwarded_signal_reaches_the_payload(c):
+    p = c.start(["run", "--"] + py(SIGNAL_SINK))
+    wait_for(lambda: "ready" in c.text("out"), 10, "the payload to be ready")
+    names = ["SIGHUP", "SIGINT", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGWINCH"]
+    for name in names:
+        p.send_signal(getattr(signal, name))
+        wait_for(lambda: name in c.text("out"), 5, name + " to reach the payload")
+    p.send_signal(signal.SIGTERM)
+    rc = p.wait(5)
+    expect(rc == 0, "exit status %d" % rc, c.text("log"))
+    expect("SIGTERM" in c.text("out"), "SIGTERM did not reach the payload", c.text("log"))
+
+
+def test_signal_group_reaches_the_whole_process_group(c):
+    marker = c.path("grandchild-got-term")
+    child = "trap 'echo term > %s; exit 0' TERM; i=0; while [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done" % marker
+    p = c.start(["run", "--signal-group", "--", "/bin/sh", "-c",
+                 "/bin/sh -c \"$1\" & echo started; wait", "sh", child])
+    wait_for(lambda: "started" in c.text("out"), 5, "the payload to start")
+    time.sleep(0.2)
+    p.send_signal(signal.SIGTERM)
+    rc = p.wait(5)
+    expect(rc == 143, "exit status %d, expected 143" % rc, c.text("log"))
+    wait_for(lambda: os.path.exists(marker), 3, "the grandchild to get SIGTERM")
+
+
+# --- reaping and PID 1 ----------------------------------------------------------------------
+
+# Double-forks a grandchild that dies after 0.2 s as an orphan, then looks for zombies whose
+# parent is sockferry (its own parent) once the orphan is long gone. The grandchild reports who
+# adopted it: sockferry, as a subreaper or as PID 1.
+ORPHAN = """
+import os, sys, time
+sockferry = os.getppid()
+r, w = os.pipe()
+if os.fork() == 0:
+    if os.fork() == 0:
+        time.sleep(0.1)
+        os.write(w, str(os.getppid()).encode())
+        time.sleep(0.1)
+        os._exit(0)
+    os._exit(0)
+os.wait()
+adopter = int(os.read(r, 32))
+time.sleep(1.0)
+zombies = []
+for pid in os.listdir('/proc'):
+    if pid.isdigit():
+        try:
+            stat = open('/proc/%s/stat' % pid).read()
+        except OSError:
+            continue
+        fields = stat.rsplit(')', 1)[1].split()
+        if fields[0] == 'Z' and int(fields[1]) == sockferry:
+            zombies.append(pid)
+print('adopter=%d sockferry=%d zombies=%s' % (adopter, sockferry, ','.join(zombies) or 'none'))
+sys.exit(0 if adopter == sockferry and not zombies else 1)
+"""
+
+
+def test_orphan_is_reaped_by_the_subreaper(c):
+    rc, out, log = c.run(["run", "--"] + py(ORPHAN), bind_alias=False)
+    expect(rc == 0, "payload said %r" % out.strip(), log)
+
+
+def test_orphan_is_reaped_as_pid_1(c):
+    rc, out, log = c.run(["run", "--"] + py(ORPHAN), bind_alias=False, pidns=True)
+    expect(rc == 0 and "sockferry=1 " in out, "payload said %r" % out.strip(), log)
+
+
+def test_pid_1_terminates_the_processes_left_behind(c):
+    marker = c.path("leftover-got-term")
+    leftover = "trap 'echo term > %s; exit 0' TERM; i=0; while [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done" % marker
+    t0 = time.monotonic()
+    rc, out, log = c.run(["run", "--", "/bin/sh", "-c", "/bin/sh -c \"$1\" & sleep 0.3; exit 4", "sh", leftover],
+                         bind_alias=False, pidns=True)
+    took = time.monotonic() - t0
+    expect(rc == 4, "exit status %d, expected 4" % rc, log)
+    expect(os.path.exists(marker), "the leftover process did not get SIGTERM", log)
+    expect(took < 3, "took %.1fs" % took, log)
+
+
+def test_pid_1_grace_period_is_bounded(c):
+    stubborn = "trap '' TERM; i=0; while [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done"
+    t0 = time.monotonic()
+    rc, out, log = c.run(["run", "--", "/bin/sh", "-c", "/bin/sh -c \"$1\" & sleep 0.3; exit 0", "sh", stubborn],
+                         bind_alias=False, pidns=True)
+    took = time.monotonic() - t0
+    expect(rc == 0, "exit status %d" % rc, log)
+    expect(4 < took < 9, "took %.1fs, expected the 5 s grace period" % took, log)
+    expect("still running" in log, "the log does not say why it waited", log)
+
+
+# --- privileges -----------------------------------------------------------------------------
+
+STATUS = """
+import os, sys
+for line in open('/proc/%s/status' % sys.argv[1]):
+    k = line.split(':')[0]
+    if k in ('Uid', 'Gid', 'Groups', 'CapInh', 'CapPrm', 'CapEff', 'CapBnd', 'CapAmb', 'NoNewPrivs'):
+        print('%s=%s' % (k, ' '.join(line.split()[1:])))
+"""
+
+
+def test_user_nobody_has_no_capabilities(c):
+    rc, out, log = c.run(["run", "--user", "nobody", "-F", c.forward(), "--"] + py(STATUS) + ["self"])
+    st = env_lines(out)
+    expect(rc == 0, "exit status %d" % rc, log)
+    expect(st["Uid"] == "65534 65534 65534 65534" and st["Gid"] == "65534 65534 65534 65534", "ids: %r" % st, log)
+    expect(st["Groups"] == "", "supplementary groups kept: %r" % st["Groups"], log)
+    for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+        expect(st[k] == "0000000000000000", "%s is %s" % (k, st[k]), log)
+
+
+def test_user_can_use_its_socket_and_no_new_privs(c):
+    conf = c.path("sockferry.conf")
+    with open(conf, "w") as f:
+        f.write("[sockferry]\nuser = nobody\nno-new-privs = yes\n\n[broker]\nlisten = unix:%s\nconnect = unix:%s\n"
+                "env = X_SOCK\n" % (c.listen, c.upstream))
+    code = CONNECT_NOW.replace("print(s.recv(100).decode())",
+                               "print(s.recv(100).decode())\nprint('nnp=' + [l for l in open('/proc/self/status') "
+                               "if l.startswith('NoNewPrivs')][0].split()[1])")
+    rc, out, log = c.run(["run", "-c", conf, "--", "/bin/sh", "-c", 'exec %s -c "$1" "$X_SOCK"' % PYTHON, "sh", code])
+    expect(rc == 0 and "echo:ping" in out, "rc %d, payload said %r" % (rc, out), log)
+    expect("nnp=1" in out, "no-new-privs not set: %r" % out, log)
+
+
+def test_relay_keeps_only_cap_kill(c):
+    # A TCP upstream: nothing calls for CAP_DAC_OVERRIDE, so only CAP_KILL (bit 5) stays.
+    fwd = "broker:unix:%s=tcp:127.0.0.1:9" % c.listen
+    rc, out, log = c.run(["run", "--user", "nobody", "-F", fwd, "--"] + py(STATUS.replace("sys.argv[1]", "os.getppid()")))
+    st = env_lines(out)
+    expect(rc == 0, "exit status %d" % rc, log)
+    expect(st["Uid"].split()[0] == "0", "the relay changed user: %r" % st, log)
+    expect(st["CapEff"] == "0000000000000020" and st["CapPrm"] == "0000000000000020", "relay caps: %r" % st, log)
+    for k in ("CapInh", "CapBnd", "CapAmb"):
+        expect(st[k] == "0000000000000000", "relay %s is %s" % (k, st[k]), log)
+
+
+def test_payload_starts_with_clean_signal_state(c):
+    code = "\n".join([
+        "for line in open('/proc/self/status'):",
+        "    if line.split(':')[0] in ('SigBlk', 'SigIgn'):",
+        "        print(line.split(':')[0] + '=' + line.split()[1])",
+    ])
+    rc, out, log = c.run(["run", "--"] + py(code), bind_alias=False)
+    st = env_lines(out)
+    expect(rc == 0, "exit status %d" % rc, log)
+    expect(st["SigBlk"] == "0000000000000000", "blocked: %s" % st["SigBlk"], log)
+    # Python itself ignores SIGPIPE (bit 13, 0x1000) and SIGXFSZ (bit 25, 0x1000000).
+    expect(int(st["SigIgn"], 16) & ~0x1001000 == 0, "ignored: %s" % st["SigIgn"], log)
+
+
+def test_payload_gets_the_terminal_foreground(c):
+    if not shutil.which("script"):
+        raise Skip("script(1) is not installed")
+    code = "import os; print('fg=%s' % (os.tcgetpgrp(0) == os.getpgrp() and os.getpgrp() == os.getpid()))"
+    cmd = "exec %s run -- %s -c \"%s\"" % (SOCKFERRY, PYTHON, code)
+    p = subprocess.Popen(["script", "-qec", cmd, "/dev/null"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, start_new_session=True)
+    c.procs.append(p)
+    out = p.communicate(timeout=20)[0].decode(errors="replace")
+    expect("fg=True" in out, "payload output: %r" % out)
+
+
+TESTS = [v for k, v in sorted(globals().items()) if k.startswith("test_")]
+TESTS.sort(key=lambda f: f.__code__.co_firstlineno)
+
+
+def main():
+    if os.geteuid() != 0:
+        print("1..0 # SKIP needs root for namespaces")
+        return 0
+    only = os.environ.get("SF_ONLY")
+    tests = [t for t in TESTS if not only or only in t.__name__]
+    print("TAP version 13")
+    print("1..%d" % len(tests), flush=True)
+    failed = 0
+    for i, t in enumerate(tests, 1):
+        name = t.__name__[5:].replace("_", " ")
+        c = Container()
+        t0 = time.monotonic()
+        try:
+            t(c)
+        except Skip as e:
+            print("ok %d - %s # SKIP %s" % (i, name, e), flush=True)
+            continue
+        except Exception:
+            failed += 1
+            print("not ok %d - %s" % (i, name))
+            for line in traceback.format_exc().splitlines():
+                print("# " + line)
+            sys.stdout.flush()
+            continue
+        finally:
+            c.close()
+        print("ok %d - %s (%.1fs)" % (i, name, time.monotonic() - t0), flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
