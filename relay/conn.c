@@ -585,6 +585,13 @@ static void quote_printable(char *out, size_t cap, const uint8_t *in, size_t len
 
 static void wrong_peer(struct sf_conn *c) {
         char quoted[48], msg[300];
+        /* Quote a little more than a greeting's length when the peer already sent it: a
+         * banner such as SSH's is recognisable by its first 40 bytes. */
+        if (c->hs_len < 40) {
+                ssize_t n = recv(c->fd[UPSTREAM], c->hs + c->hs_len, 40 - c->hs_len, MSG_DONTWAIT);
+                if (n > 0)
+                        c->hs_len += (uint16_t)n;
+        }
         quote_printable(quoted, sizeof quoted, c->hs, c->hs_len);
         if (quoted[0])
                 snprintf(msg, sizeof msg, "wrong peer: %s is not a sockferry relay: it sent \"%s\"",

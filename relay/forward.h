@@ -28,6 +28,7 @@ struct sf_fwd {
         uint64_t backoff_ms;
         bool paused_full;    /* max-conns reached */
         bool paused_fds;     /* out of file descriptors */
+        uint64_t fds_logged_ms;
 
         struct sf_hs_key key;
         bool has_key;

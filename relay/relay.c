@@ -34,7 +34,29 @@ struct sf_relay {
         sf_relay_stopped_cb stopped_cb;
         void *stopped_data;
         bool stopped;
+
+        sf_relay_fatal_cb fatal_cb;
+        void *fatal_data;
+        bool fatal_reported;
 };
+
+void sf_relay_on_fatal(struct sf_relay *relay, sf_relay_fatal_cb cb, void *data) {
+        relay->fatal_cb = cb;
+        relay->fatal_data = data;
+}
+
+/* The listening socket itself broke: this forward cannot serve any more. */
+static void fwd_fatal(struct sf_fwd *fwd, int err) {
+        struct sf_relay *relay = fwd->relay;
+        if (fwd->listening) {
+                uv_poll_stop(&fwd->listen_poll);
+                fwd->listening = false;
+        }
+        if (relay->fatal_reported || !relay->fatal_cb)
+                return;
+        relay->fatal_reported = true;
+        relay->fatal_cb(relay, err, relay->fatal_data);
+}
 
 static void listener_resume(struct sf_fwd *fwd);
 
@@ -124,6 +146,13 @@ int sf_relay_bind(struct sf_relay *relay) {
                         return r;
                 }
                 sf_log(SF_LOG_INFO, f->conf->name, 0, "listening on %s", f->conf->listen.text);
+                if (f->conf->allow_insecure && f->conf->auth == SF_AUTH_NONE &&
+                    ((f->conf->listen.kind == SF_EP_TCP && !sf_endpoint_is_loopback(&f->conf->listen)) ||
+                     f->conf->listen.kind == SF_EP_VSOCK))
+                        sf_log(SF_LOG_WARN, f->conf->name, 0,
+                               "%s accepts unauthenticated connections from the network (allow-insecure = yes): "
+                               "anyone who reaches it reaches the upstream",
+                               f->conf->listen.text);
         }
         return 0;
 }
@@ -149,11 +178,16 @@ static void accept_some(struct sf_fwd *fwd) {
                         if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
                                 /* The pending connection stays readable: polling on would spin.
                                  * Pause and retry with backoff until descriptors are freed. */
-                                if (!fwd->paused_fds)
+                                /* Under a storm the pressure comes and goes: one line per
+                                 * minute says it, not one per pause. */
+                                uint64_t now = uv_now(fwd->loop);
+                                if (!fwd->paused_fds && (!fwd->fds_logged_ms || now - fwd->fds_logged_ms >= 60000)) {
+                                        fwd->fds_logged_ms = now;
                                         sf_log(SF_LOG_ERROR, fwd->conf->name, 0,
                                                "accept on %s: %s — pausing new connections; raise the limit "
                                                "(ulimit -n / LimitNOFILE=) or lower max-conns",
                                                fwd->conf->listen.text, strerror(e));
+                                }
                                 fwd->paused_fds = true;
                                 uv_poll_stop(&fwd->listen_poll);
                                 fwd->listening = false;
@@ -163,12 +197,13 @@ static void accept_some(struct sf_fwd *fwd) {
                                 uv_timer_start(&fwd->backoff, on_backoff, fwd->backoff_ms, 0);
                                 return;
                         }
-                        sf_log(SF_LOG_ERROR, fwd->conf->name, 0, "accept on %s: %s", fwd->conf->listen.text,
-                               strerror(e));
+                        sf_log(SF_LOG_ERROR, fwd->conf->name, 0, "accept on %s: %s: this forward stops serving",
+                               fwd->conf->listen.text, strerror(e));
+                        fwd_fatal(fwd, -e);
                         return;
                 }
                 if (fwd->paused_fds) {
-                        sf_log(SF_LOG_INFO, fwd->conf->name, 0, "accepting again on %s", fwd->conf->listen.text);
+                        sf_log(SF_LOG_DEBUG, fwd->conf->name, 0, "accepting again on %s", fwd->conf->listen.text);
                         fwd->paused_fds = false;
                         fwd->backoff_ms = 0;
                 }
@@ -200,8 +235,9 @@ static void accept_some(struct sf_fwd *fwd) {
 static void on_listen(uv_poll_t *h, int status, int events) {
         struct sf_fwd *fwd = h->data;
         if (status < 0) {
-                sf_log(SF_LOG_ERROR, fwd->conf->name, 0, "listener %s: %s", fwd->conf->listen.text,
-                       uv_strerror(status));
+                sf_log(SF_LOG_ERROR, fwd->conf->name, 0, "listener %s: %s: this forward stops serving",
+                       fwd->conf->listen.text, uv_strerror(status));
+                fwd_fatal(fwd, status);
                 return;
         }
         accept_some(fwd);

@@ -39,6 +39,11 @@ int sf_relay_start(struct sf_relay *relay);
  * cb runs once every handle is closed. Safe to call twice: the first callback is kept, and a
  * second call with drain_ms 0 closes the remaining connections at once. */
 void sf_relay_stop(struct sf_relay *relay, uint64_t drain_ms, sf_relay_stopped_cb cb, void *data);
+typedef void (*sf_relay_fatal_cb)(struct sf_relay *relay, int err, void *data);
+/* cb runs once, when a forward can no longer accept (its listening socket failed); the cause
+ * is logged already. The owner decides what follows, normally sf_relay_stop(). */
+void sf_relay_on_fatal(struct sf_relay *relay, sf_relay_fatal_cb cb, void *data);
+
 /* Frees the relay after it stopped (or was never started); removes its unix sockets. NULL-safe. */
 void sf_relay_free(struct sf_relay *relay);
 

@@ -17,6 +17,7 @@ struct relay_main {
         const struct sf_conf *conf;
         uv_signal_t sigterm, sigint;
         int signals_seen;
+        bool failed;
 };
 
 static void help(void) {
@@ -37,6 +38,12 @@ static void on_stopped(struct sf_relay *relay, void *data) {
         struct relay_main *m = data;
         uv_close((uv_handle_t *)&m->sigterm, NULL);
         uv_close((uv_handle_t *)&m->sigint, NULL);
+}
+
+static void on_fatal(struct sf_relay *relay, int err, void *data) {
+        struct relay_main *m = data;
+        m->failed = true;
+        sf_relay_stop(relay, m->conf->drain_timeout_ms, on_stopped, m);
 }
 
 static void on_signal(uv_signal_t *s, int signum) {
@@ -124,9 +131,12 @@ int sf_cmd_relay(int argc, char **argv) {
         m.sigterm.data = m.sigint.data = &m;
         uv_signal_start(&m.sigterm, on_signal, SIGTERM);
         uv_signal_start(&m.sigint, on_signal, SIGINT);
+        sf_relay_on_fatal(m.relay, on_fatal, &m);
         sf_log_info("ready: %zu forward%s", conf.n_forwards, conf.n_forwards == 1 ? "" : "s");
         sf_notify("READY=1");
         uv_run(&loop, UV_RUN_DEFAULT);
+        if (m.failed)
+                status = 1;
 out:
         if (m.relay && status) {
                 /* Never started or failed to start: let libuv release what was opened. */

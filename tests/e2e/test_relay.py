@@ -422,8 +422,8 @@ def test_fd_exhaustion_pauses_without_spinning_and_recovers():
             except OSError:
                 return False
         wait_for(served, timeout=10, what="the relay to serve again")
-        # reported once per episode, not once per failed accept
-        assert r.text().count("pausing new connections") <= 3, r.text()
+        # reported once, not once per failed accept
+        assert r.text().count("pausing new connections") == 1, r.text()
     finally:
         for s in socks:
             s.close()

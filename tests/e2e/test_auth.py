@@ -1,0 +1,372 @@
+#!/usr/bin/env python3
+"""End-to-end tests of the authenticated link (auth = token, sockferry/1).
+
+The "container" is a network namespace joined to the host by a veth pair (198.18.0.0/15
+addresses only); `ip netns exec` gives it an /etc/hosts where host.docker.internal is the
+host end, as Docker Desktop does."""
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sfharness import (Relay, Server, Skip, Tap, connect, free_port, recv_all, run_sockferry,  # noqa: E402
+                       tmpdir, transfer_both_ways, wait_for, VALGRIND)
+
+NS = "sf-auth-%d" % os.getpid()
+HOST_IF, CONT_IF = "sfh%d" % (os.getpid() % 100000), "sfc%d" % (os.getpid() % 100000)
+HOST_IP, CONT_IP = "198.18.0.1", "198.18.0.2"
+PORT = 7777
+MIB = 1 << 20
+
+
+def sh(*args, check=True):
+    return subprocess.run(args, check=check, capture_output=True)
+
+
+def netns_up():
+    if os.geteuid() != 0:
+        raise Skip("needs root to create a network namespace")
+    sh("ip", "netns", "add", NS)
+    sh("ip", "link", "add", HOST_IF, "type", "veth", "peer", "name", CONT_IF)
+    sh("ip", "link", "set", CONT_IF, "netns", NS)
+    sh("ip", "addr", "add", HOST_IP + "/30", "dev", HOST_IF)
+    sh("ip", "link", "set", HOST_IF, "up")
+    sh("ip", "netns", "exec", NS, "ip", "addr", "add", CONT_IP + "/30", "dev", CONT_IF)
+    sh("ip", "netns", "exec", NS, "ip", "link", "set", CONT_IF, "up")
+    sh("ip", "netns", "exec", NS, "ip", "link", "set", "lo", "up")
+    os.makedirs("/etc/netns/" + NS, exist_ok=True)
+    with open("/etc/netns/%s/hosts" % NS, "w") as f:
+        f.write("127.0.0.1 localhost\n%s host.docker.internal\n" % HOST_IP)
+
+
+def netns_down():
+    sh("ip", "link", "del", HOST_IF, check=False)
+    sh("ip", "netns", "del", NS, check=False)
+    shutil.rmtree("/etc/netns/" + NS, ignore_errors=True)
+
+
+class Env:
+    """A host service, a token, a host relay and a container relay in the namespace."""
+
+    def __init__(self, host_token=None, cont_token=None, service="sink-source", host_relay=True,
+                 cont_extra="", host_extra=""):
+        self.d = tmpdir()
+        self.token = self.keygen("token")
+        self.srv = Server(service, self.d + "/service.sock") if service else None
+        self.host = None
+        if host_relay:
+            self.host = Relay(["relay", "-F", "host:tcp:%s:%d=unix:%s/service.sock,auth=token,token-file=%s%s"
+                               % (HOST_IP, PORT, self.d, host_token or self.token, host_extra)])
+        self.cont = Relay(["relay", "-F", "cont:unix:%s/container.sock=tcp:host.docker.internal:%d,auth=token,"
+                           "token-file=%s%s" % (self.d, PORT, cont_token or self.token, cont_extra)],
+                          prefix=["ip", "netns", "exec", NS])
+
+    def keygen(self, name):
+        path = os.path.join(self.d, name)
+        rc, out, err = run_sockferry(["keygen", "-o", path])
+        assert rc == 0, err
+        return path
+
+    def close(self, expect=0):
+        self.cont.stop(expect)
+        if self.host:
+            self.host.stop(expect)
+        if self.srv:
+            self.srv.stop()
+        shutil.rmtree(self.d, ignore_errors=True)
+
+
+def client_fails_with(env, words, timeout=10):
+    s = connect(env.d + "/container.sock", timeout=timeout)
+    start = time.monotonic()
+    s.sendall(b"GET / HTTP/1.0\r\n\r\n")
+    try:
+        data = s.recv(100)
+    except ConnectionResetError:
+        data = b""
+    s.close()
+    assert data == b"", "the client got bytes from a failed link: %r" % data
+    wait_for(lambda: words in env.cont.text(), timeout=timeout, what=repr(words) + " in the container log")
+    return time.monotonic() - start
+
+
+def test_service_through_container_relay_tcp_auth_host_relay():
+    e = Env()
+    try:
+        transfer_both_ways(e.d + "/container.sock", (4 if VALGRIND else 32) * MIB)
+        # the listening side bound a non-loopback address: allowed because auth = token
+        assert "listening on tcp:%s:%d" % (HOST_IP, PORT) in e.host.text()
+    finally:
+        e.close()
+
+
+def test_half_close_crosses_the_authenticated_link():
+    e = Env(service="after-eof")
+    try:
+        s = connect(e.d + "/container.sock")
+        s.sendall(b"x" * 100000)
+        s.shutdown(socket.SHUT_WR)
+        reply = recv_all(s)
+        s.close()
+        assert reply.startswith(b"100000 "), reply
+    finally:
+        e.close()
+
+
+def test_wrong_token_is_auth_rejected_on_both_sides():
+    e = Env()
+    try:
+        wrong = e.keygen("wrong")
+        bad = Relay(["relay", "-F", "bad:unix:%s/bad.sock=tcp:host.docker.internal:%d,auth=token,token-file=%s"
+                     % (e.d, PORT, wrong)], prefix=["ip", "netns", "exec", NS])
+        try:
+            s = connect(e.d + "/bad.sock")
+            s.sendall(b"secret request")
+            assert s.recv(10) == b""
+            s.close()
+            wait_for(lambda: "auth rejected" in bad.text(), what="auth rejected in the container log")
+            text = bad.text()
+            assert "tcp:host.docker.internal:%d does not accept our token (%s)" % (PORT, wrong) in text, text
+            with open(wrong) as f:
+                assert f.read().strip() not in text, "the token leaked into the log"
+            wait_for(lambda: "auth rejected: %s:" % CONT_IP in e.host.text(), what="host log names the peer")
+        finally:
+            bad.stop()
+        # a good client still works afterwards
+        s = connect(e.d + "/container.sock")
+        s.sendall((5).to_bytes(8, "big") + b"12345678")
+        assert len(s.recv(5, socket.MSG_WAITALL)) == 5
+        s.close()
+    finally:
+        e.close()
+
+
+def banner_server(port, banner):
+    ls = socket.socket()
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind((HOST_IP, port))
+    ls.listen(16)
+    stop = threading.Event()
+
+    def loop():
+        ls.settimeout(0.1)
+        conns = []
+        while not stop.is_set():
+            try:
+                c, _ = ls.accept()
+            except socket.timeout:
+                continue
+            if banner:
+                c.sendall(banner)
+            conns.append(c)
+        for c in conns:
+            c.close()
+        ls.close()
+
+    t = threading.Thread(target=loop)
+    t.start()
+    return stop, t
+
+
+def test_banner_server_is_a_wrong_peer_and_quoted():
+    e = Env(host_relay=False, service=None)
+    stop, t = banner_server(PORT, b"SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3\r\n")
+    try:
+        took = client_fails_with(e, "is not a sockferry relay")
+        assert 'tcp:host.docker.internal:%d is not a sockferry relay: it sent "SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3"'\
+            % PORT in e.cont.text(), e.cont.text()
+        assert took < 3, "took %.1fs" % took
+    finally:
+        stop.set()
+        t.join()
+        e.close()
+
+
+def test_silent_server_is_a_wrong_peer_after_handshake_timeout():
+    e = Env(host_relay=False, service=None, cont_extra=",handshake-timeout=500ms")
+    stop, t = banner_server(PORT, None)
+    try:
+        took = client_fails_with(e, "sent nothing within 500ms")
+        text = e.cont.text()
+        assert "wrong peer" in text and "auth = none" in text, text
+        assert took < 3, "took %.1fs" % took
+    finally:
+        stop.set()
+        t.join()
+        e.close()
+
+
+def test_host_relay_down_is_reported_promptly():
+    e = Env(host_relay=False, service=None)
+    try:
+        took = client_fails_with(e, "Connection refused")
+        assert "connect tcp:host.docker.internal:%d: Connection refused — is the host-side relay" % PORT in e.cont.text()
+        assert took < 3
+    finally:
+        e.close()
+
+
+def test_host_upstream_down_reason_travels_in_the_status_frame():
+    e = Env(service=None)
+    try:
+        client_fails_with(e, "could not reach its upstream")
+        text = e.cont.text()
+        assert "upstream unavailable: the host relay at tcp:host.docker.internal:%d could not reach its upstream: "\
+            "connect unix:%s/service.sock: No such file or directory" % (PORT, e.d) in text, text
+    finally:
+        e.close()
+
+
+def test_version_mismatch_is_named():
+    e = Env(host_relay=False, service=None)
+    stop, t = banner_server(PORT, b"SFRY\x07" + b"\x00" * 32)
+    try:
+        client_fails_with(e, "version mismatch")
+        assert "speaks sockferry/7, we speak sockferry/1" in e.cont.text(), e.cont.text()
+    finally:
+        stop.set()
+        t.join()
+        e.close()
+
+
+def test_replayed_client_handshake_is_rejected():
+    """Capture a good client's handshake with a recording proxy, then replay it byte for byte
+    on a new connection: the host relay's fresh nonce makes the old MAC worthless."""
+    e = Env(host_relay=True, service="echo")
+    proxy_port = PORT + 1
+    captured = []
+    ls = socket.socket()
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind((HOST_IP, proxy_port))
+    ls.listen(1)
+    rec = Relay(["relay", "-F", "rec:unix:%s/rec.sock=tcp:host.docker.internal:%d,auth=token,token-file=%s"
+                 % (e.d, proxy_port, e.token)], prefix=["ip", "netns", "exec", NS])
+
+    def proxy():
+        c, _ = ls.accept()
+        u = socket.create_connection((HOST_IP, PORT), timeout=10)
+        c.settimeout(10)
+        hello = u.recv(37, socket.MSG_WAITALL)
+        c.sendall(hello)
+        frame = c.recv(70, socket.MSG_WAITALL)
+        captured.append(frame)
+        u.sendall(frame)
+        status = u.recv(34, socket.MSG_WAITALL)
+        c.sendall(status)
+        u.sendall(c.recv(5, socket.MSG_WAITALL))
+        c.sendall(u.recv(5, socket.MSG_WAITALL))
+        c.close()
+        u.close()
+
+    t = threading.Thread(target=proxy)
+    t.start()
+    try:
+        s = connect(e.d + "/rec.sock")
+        s.sendall(b"hello")
+        assert s.recv(5, socket.MSG_WAITALL) == b"hello"
+        s.close()
+        t.join(10)
+        assert captured and len(captured[0]) == 70
+        # replay
+        u = socket.create_connection((HOST_IP, PORT), timeout=5)
+        hello = u.recv(37, socket.MSG_WAITALL)
+        assert hello[:4] == b"SFRY"
+        u.sendall(captured[0] + b"replayed request")
+        status = u.recv(34, socket.MSG_WAITALL)
+        assert status[0] == 1, "status %r: the replayed handshake was not rejected" % status[:2]
+        assert u.recv(100) == b""
+        u.close()
+        wait_for(lambda: "auth rejected" in e.host.text(), what="host log")
+    finally:
+        ls.close()
+        rec.stop()
+        e.close()
+
+
+def test_slowloris_does_not_delay_a_good_client():
+    e = Env(service="echo", host_extra=",handshake-timeout=5s")
+    idle = []
+    try:
+        n = 100 if VALGRIND else 500
+        for i in range(n):
+            s = socket.socket()
+            s.connect((HOST_IP, PORT))  # opens and says nothing
+            idle.append(s)
+        start = time.monotonic()
+        c = connect(e.d + "/container.sock")
+        c.sendall(b"ping")
+        assert c.recv(4, socket.MSG_WAITALL) == b"ping"
+        took = time.monotonic() - start
+        c.close()
+        assert took < 1.0, "a good client waited %.2fs behind %d silent connections" % (took, n)
+    finally:
+        for s in idle:
+            s.close()
+        e.close()
+
+
+def test_slowloris_connections_are_closed_after_handshake_timeout():
+    e = Env(service="echo", host_extra=",handshake-timeout=300ms")
+    try:
+        before = e.host.fds()
+        idle = [socket.create_connection((HOST_IP, PORT)) for _ in range(20)]
+        for s in idle:
+            s.settimeout(3)
+            hello = s.recv(37, socket.MSG_WAITALL)
+            assert hello[:4] == b"SFRY"
+            assert s.recv(1) == b"", "the host relay kept a silent connection open"
+            s.close()
+        wait_for(lambda: e.host.fds() == before, what="host relay fds back to %d" % before)
+    finally:
+        e.close()
+
+
+def test_non_loopback_listener_without_auth_is_refused_unless_allowed():
+    d = tmpdir()
+    rc, out, err = run_sockferry(["relay", "-F", "open:tcp:%s:%d=unix:%s/x.sock" % (HOST_IP, PORT, d)])
+    assert rc == 78, (rc, err)
+    assert "without authentication" in err and "auth = token" in err, err
+    r = Relay(["relay", "-F", "open:tcp:%s:%d=unix:%s/x.sock,allow-insecure=yes" % (HOST_IP, PORT, d)])
+    text = r.stop()
+    assert text.count("allow-insecure") == 1 and "warn" in text, text
+    shutil.rmtree(d)
+
+
+def test_bad_token_files_refuse_to_start_with_the_fix():
+    d = tmpdir()
+    tok = d + "/tok"
+    with open(tok, "w") as f:
+        f.write("00" * 32 + "\n")
+    os.chmod(tok, 0o644)
+    rc, out, err = run_sockferry(["relay", "-F", "t:unix:%s/t.sock=tcp:127.0.0.1:9,auth=token,token-file=%s" % (d, tok)])
+    assert rc == 78, (rc, err)
+    assert "chmod 600 %s" % tok in err, err
+    assert not os.path.exists(d + "/t.sock"), "bound before the config was known to be good"
+    os.chmod(tok, 0o600)
+    with open(tok, "w") as f:
+        f.write("abcd\n")
+    rc, out, err = run_sockferry(["relay", "-F", "t:unix:%s/t.sock=tcp:127.0.0.1:9,auth=token,token-file=%s" % (d, tok)])
+    assert rc == 78 and "sockferry keygen" in err, (rc, err)
+    shutil.rmtree(d)
+
+
+if __name__ == "__main__":
+    try:
+        netns_up()
+    except Skip as e:
+        print("1..0 # SKIP %s" % e)
+        sys.exit(0)
+    except subprocess.CalledProcessError as e:
+        netns_down()
+        print("1..0 # SKIP cannot create a network namespace here: %s" % e.stderr.decode().strip())
+        sys.exit(0)
+    try:
+        rc = Tap([v for k, v in list(globals().items()) if k.startswith("test_")]).run()
+    finally:
+        netns_down()
+    sys.exit(rc)
