@@ -235,6 +235,10 @@ static void relay_failed(struct run *run) {
         sf_init_terminate(run->init);
 }
 
+static void on_relay_fatal(struct sf_relay *relay, int err, void *data) {
+        relay_failed(data);
+}
+
 /* Everything before the payload starts; returns 0 or the exit status. */
 static int prepare(uv_loop_t *loop, struct sf_conf *c, const struct options *o, struct run *run) {
         char preload[PATH_MAX];
@@ -282,8 +286,11 @@ static int run_main(struct sf_conf *c, const struct options *o) {
                 sf_init_watch(run.init, pid, on_payload_exited, &run);
                 /* Connections made before this wait in the listen backlog: bound is enough
                  * for a payload that connects at once. */
-                if (run.relay && sf_relay_start(run.relay) < 0)
-                        relay_failed(&run);
+                if (run.relay) {
+                        sf_relay_on_fatal(run.relay, on_relay_fatal, &run);
+                        if (sf_relay_start(run.relay) < 0)
+                                relay_failed(&run);
+                }
         } else {
                 /* Nothing runs: close what is open without draining. */
                 if (run.init)
