@@ -2,7 +2,7 @@
 # Installs what building and testing sockferry needs on Debian 12 (run as root).
 set -euo pipefail
 pkgs=(
-        meson ninja-build pkg-config gcc clang
+        meson ninja-build pkg-config gcc clang libclang-rt-14-dev
         libuv1-dev libinih-dev libcap-ng-dev libsodium-dev libcriterion-dev
         python3 socat curl iproute2 util-linux procps valgrind musl-tools
         systemd scdoc gnuplot-nox

@@ -16,6 +16,7 @@
 
 #include "conf/log.h"
 #include "relay/bufpool.h"
+#include "relay/linkmsg.h"
 #include "relay/sockpath.h"
 
 /* Side 0 is the accepted client, side 1 the upstream. dir[i] carries bytes read from side i
@@ -97,10 +98,20 @@ struct sf_conn *sf_conn_next(struct sf_conn *c) {
 }
 
 static void note_error(struct sf_conn *c, uint64_t *counter, const char *msg) {
+        sf_fwd_note_error(c->fwd, counter, msg);
+}
+
+static uint64_t *link_counter(struct sf_conn *c, enum sf_link_err kind) {
         struct sf_relay_stats *st = &c->fwd->stats;
-        (*counter)++;
-        snprintf(st->last_error, sizeof st->last_error, "%s", msg);
-        st->last_error_time = time(NULL);
+        switch (kind) {
+        case SF_LINK_WRONG_PEER: return &st->err_wrong_peer;
+        case SF_LINK_AUTH: return &st->err_auth;
+        case SF_LINK_UPSTREAM: return &st->err_upstream;
+        case SF_LINK_TIMEOUT: return &st->err_timeout;
+        case SF_LINK_OK:
+        case SF_LINK_OTHER: break;
+        }
+        return &st->err_other;
 }
 
 static void try_next_addr(struct sf_conn *c);
@@ -573,18 +584,8 @@ static void dial_start(struct sf_conn *c) {
 
 /* ---- the link handshake ----------------------------------------------------------------- */
 
-static void quote_printable(char *out, size_t cap, const uint8_t *in, size_t len) {
-        size_t o = 0;
-        for (size_t i = 0; i < len && i < 40 && o + 1 < cap; i++) {
-                if (in[i] < 0x20 || in[i] > 0x7e)
-                        break;
-                out[o++] = (char)in[i];
-        }
-        out[o] = '\0';
-}
-
 static void wrong_peer(struct sf_conn *c) {
-        char quoted[48], msg[300];
+        char msg[300];
         /* Quote a little more than a greeting's length when the peer already sent it: a
          * banner such as SSH's is recognisable by its first 40 bytes. */
         if (c->hs_len < 40) {
@@ -592,23 +593,15 @@ static void wrong_peer(struct sf_conn *c) {
                 if (n > 0)
                         c->hs_len += (uint16_t)n;
         }
-        quote_printable(quoted, sizeof quoted, c->hs, c->hs_len);
-        if (quoted[0])
-                snprintf(msg, sizeof msg, "wrong peer: %s is not a sockferry relay: it sent \"%s\"",
-                         cand_ep(c)->text, quoted);
-        else
-                snprintf(msg, sizeof msg,
-                         "wrong peer: %s is not a sockferry relay: it sent %u bytes that are not a sockferry "
-                         "greeting",
-                         cand_ep(c)->text, c->hs_len);
-        note_error(c, &c->fwd->stats.err_wrong_peer, msg);
+        note_error(c, link_counter(c, sf_link_wrong_peer(c->hs, c->hs_len, cand_ep(c)->text, msg, sizeof msg)),
+                   msg);
         if (sf_fwd_ratelimit(c->fwd))
                 sf_log(SF_LOG_ERROR, fname(c), c->id, "%s", msg);
         sf_conn_close(c, msg);
 }
 
-static void handshake_failed(struct sf_conn *c, uint64_t *counter, const char *msg) {
-        note_error(c, counter, msg);
+static void handshake_failed(struct sf_conn *c, enum sf_link_err kind, const char *msg) {
+        note_error(c, link_counter(c, kind), msg);
         if (sf_fwd_ratelimit(c->fwd))
                 sf_log(SF_LOG_ERROR, fname(c), c->id, "%s", msg);
         sf_conn_close(c, msg);
@@ -701,6 +694,9 @@ static void on_client_frame(struct sf_conn *c) {
                 return;
         }
         if (c->hs_flags & ~SF_HS_FLAGS_KNOWN) {
+                snprintf(msg, sizeof msg, "bad frame: %s set flags this relay does not know (0x%02x)", peer,
+                         c->hs_flags);
+                note_error(c, &fwd->stats.err_other, msg);
                 send_status_and_linger(c, SF_HS_BAD_FRAME, "unknown flags");
                 return;
         }
@@ -721,26 +717,14 @@ static void on_hello(struct sf_conn *c) {
                 return;
         if (r < 0) {
                 char msg[300];
-                if (c->hs_len == 0)
-                        snprintf(msg, sizeof msg,
-                                 "no greeting: %s closed the connection without a word: it is not a sockferry "
-                                 "relay, or the relay there refused us (max-conns, allow-uid?)",
-                                 cand_ep(c)->text);
-                else
-                        snprintf(msg, sizeof msg, "no greeting: %s closed the connection in the middle of its greeting",
-                                 cand_ep(c)->text);
-                handshake_failed(c, &fwd->stats.err_wrong_peer, msg);
+                handshake_failed(c, sf_link_hello_eof(c->hs_len, cand_ep(c)->text, msg, sizeof msg), msg);
                 return;
         }
         uint8_t version = 0;
         r = sf_hs_hello_parse(c->hs, c->snonce, &version);
         if (r == -EPROTONOSUPPORT) {
                 char msg[300];
-                snprintf(msg, sizeof msg,
-                         "version mismatch: %s speaks sockferry/%u, we speak sockferry/%u — run the same sockferry "
-                         "version on both sides",
-                         cand_ep(c)->text, version, SF_HS_VERSION);
-                handshake_failed(c, &fwd->stats.err_other, msg);
+                handshake_failed(c, sf_link_version_mismatch(version, cand_ep(c)->text, msg, sizeof msg), msg);
                 return;
         }
         if (r < 0) {
@@ -775,39 +759,15 @@ static void on_status(struct sf_conn *c) {
                 return;
         char msg[400];
         if (r < 0) {
-                snprintf(msg, sizeof msg,
-                         "no greeting: %s closed the link before confirming it (is it a sockferry relay with "
-                         "auth = token?)",
-                         cand_ep(c)->text);
-                handshake_failed(c, &fwd->stats.err_wrong_peer, msg);
+                handshake_failed(c, sf_link_status_eof(cand_ep(c)->text, msg, sizeof msg), msg);
                 return;
         }
         enum sf_hs_status st;
-        char reason[256];
+        char reason[SF_HS_REASON_MAX + 1];
         r = sf_hs_status_parse(c->hs, c->hs_len, &fwd->key, c->snonce, c->cnonce, &st, reason);
-        if (st == SF_HS_AUTH_REJECTED || (r < 0 && st == SF_HS_OK)) {
-                snprintf(msg, sizeof msg,
-                         "auth rejected: %s does not accept our token (%s): both sides need the same token file",
-                         cand_ep(c)->text, fwd->token_file ? fwd->token_file : "token-file");
-                handshake_failed(c, &fwd->stats.err_auth, msg);
-                return;
-        }
-        if (st == SF_HS_UPSTREAM_UNAVAILABLE) {
-                snprintf(msg, sizeof msg, "upstream unavailable: the host relay at %s could not reach its upstream: %s",
-                         cand_ep(c)->text, reason[0] ? reason : "no reason given");
-                handshake_failed(c, &fwd->stats.err_upstream, msg);
-                return;
-        }
-        if (st == SF_HS_VERSION_MISMATCH) {
-                snprintf(msg, sizeof msg, "version mismatch: %s does not speak sockferry/%u", cand_ep(c)->text,
-                         SF_HS_VERSION);
-                handshake_failed(c, &fwd->stats.err_other, msg);
-                return;
-        }
-        if (st != SF_HS_OK) {
-                snprintf(msg, sizeof msg, "wrong peer: %s answered with status %u (%s)", cand_ep(c)->text,
-                         (unsigned)st, reason);
-                handshake_failed(c, &fwd->stats.err_other, msg);
+        enum sf_link_err kind = sf_link_status_explain(r, st, reason, cand_ep(c)->text, fwd->token_file, msg, sizeof msg);
+        if (kind != SF_LINK_OK) {
+                handshake_failed(c, kind, msg);
                 return;
         }
         c->hs_await_status = false;
@@ -1080,20 +1040,17 @@ static void on_timer(uv_timer_t *t) {
                 dial_candidate(c); /* unix backlog retry */
                 return;
         case ST_AWAIT_HELLO:
-                snprintf(msg, sizeof msg,
-                         "wrong peer: %s sent nothing within %llums: it may be a plain TCP service (then auth = none "
-                         "is what you meant) or an overloaded relay",
-                         cand_ep(c)->text, (unsigned long long)c->fwd->conf->handshake_timeout_ms);
-                handshake_failed(c, &c->fwd->stats.err_wrong_peer, msg);
+                handshake_failed(c,
+                                 sf_link_hello_timeout(c->fwd->conf->handshake_timeout_ms, cand_ep(c)->text, msg,
+                                                       sizeof msg),
+                                 msg);
                 return;
         case ST_LINGER:
                 sf_conn_close(c, "linger over");
                 return;
         case ST_RELAYING:
                 if (c->hs_await_status) {
-                        snprintf(msg, sizeof msg, "no greeting: %s did not confirm the link in time",
-                                 cand_ep(c)->text);
-                        handshake_failed(c, &c->fwd->stats.err_timeout, msg);
+                        handshake_failed(c, sf_link_status_timeout(cand_ep(c)->text, msg, sizeof msg), msg);
                         return;
                 }
                 uint64_t idle = c->fwd->conf->idle_timeout_ms, now = uv_now(c->fwd->loop);

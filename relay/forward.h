@@ -51,6 +51,9 @@ struct sf_fwd {
  * resume a listener paused by max-conns and finish a graceful stop. */
 void sf_fwd_conn_gone(struct sf_fwd *fwd);
 
+/* Counts an error in *counter (one of fwd->stats) and keeps msg as the last error. */
+void sf_fwd_note_error(struct sf_fwd *fwd, uint64_t *counter, const char *msg);
+
 /* true when a per-connection error line may be logged now (at most a few per second per
  * forward; the count of suppressed lines is logged with the next one). */
 bool sf_fwd_ratelimit(struct sf_fwd *fwd);

@@ -1,6 +1,7 @@
 #include "relay/relay.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -70,6 +71,12 @@ size_t sf_relay_n_forwards(const struct sf_relay *relay) {
 
 const struct sf_relay_stats *sf_relay_stats_get(const struct sf_relay *relay, size_t forward) {
         return forward < relay->n_fwds ? &relay->fwds[forward].stats : NULL;
+}
+
+void sf_fwd_note_error(struct sf_fwd *fwd, uint64_t *counter, const char *msg) {
+        (*counter)++;
+        snprintf(fwd->stats.last_error, sizeof fwd->stats.last_error, "%s", msg);
+        fwd->stats.last_error_time = time(NULL);
 }
 
 bool sf_fwd_ratelimit(struct sf_fwd *fwd) {
@@ -208,7 +215,7 @@ static void accept_some(struct sf_fwd *fwd) {
                         fwd->backoff_ms = 0;
                 }
                 if (fwd->conf->n_allow_uid || fwd->conf->n_allow_gid) {
-                        struct ucred cred;
+                        struct ucred cred = { .pid = 0 };
                         socklen_t len = sizeof cred;
                         bool ok = false;
                         if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
@@ -218,12 +225,13 @@ static void accept_some(struct sf_fwd *fwd) {
                                         ok = ok || cred.gid == fwd->conf->allow_gid[k];
                         }
                         if (!ok) {
+                                char msg[200];
+                                snprintf(msg, sizeof msg,
+                                         "refused a connection from uid %u gid %u (pid %d): not in allow-uid/allow-gid",
+                                         (unsigned)cred.uid, (unsigned)cred.gid, (int)cred.pid);
                                 if (sf_fwd_ratelimit(fwd))
-                                        sf_log(SF_LOG_WARN, fwd->conf->name, 0,
-                                               "refused a connection from uid %u gid %u (pid %d): not in "
-                                               "allow-uid/allow-gid",
-                                               (unsigned)cred.uid, (unsigned)cred.gid, (int)cred.pid);
-                                fwd->stats.err_auth++;
+                                        sf_log(SF_LOG_WARN, fwd->conf->name, 0, "%s", msg);
+                                sf_fwd_note_error(fwd, &fwd->stats.err_denied, msg);
                                 close(fd);
                                 continue;
                         }

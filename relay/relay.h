@@ -18,7 +18,8 @@ struct sf_relay_stats {
         uint64_t err_timeout;
         uint64_t err_auth;
         uint64_t err_wrong_peer;
-        uint64_t err_upstream;
+        uint64_t err_upstream; /* the host relay reported its upstream unreachable */
+        uint64_t err_denied;   /* local peers refused by allow-uid/allow-gid */
         uint64_t err_other;
         char last_error[256];
         time_t last_error_time;

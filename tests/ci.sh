@@ -19,3 +19,6 @@ ninja -C build-asan
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
         SF_BIG_MIB=16 $SUDO -E meson test -C build-asan --print-errorlogs --num-processes 2 \
         --no-suite preload
+
+# libFuzzer smoke run of every parser that takes outside input, from the committed corpora.
+tests/fuzz/run.sh 10 "$PWD/build-fuzz"

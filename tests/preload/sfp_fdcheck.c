@@ -32,6 +32,8 @@
 
 static int failures;
 
+static void check(bool cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 static void check(bool cond, const char *fmt, ...) {
         va_list ap;
         va_start(ap, fmt);
