@@ -101,7 +101,6 @@ wait_quiet() {
         echo "$b"
 }
 
-mem_avail_kb() { awk '$1 == "MemAvailable:" { print $2 }' /proc/meminfo; }
 
 kill_trees() {
         local pids p
@@ -308,16 +307,16 @@ release_idle() {
 }
 
 memory_one() {
-        local want eff cap base_fds a0 i line
+        local want eff cap base_fds i line
         start_contender "$1"
         sleep 0.3
         base_fds=$(fd_count "${ROOTS[@]}")
+        rec mem mem_base_fds "$base_fds"
         rec mem mem_base_rss_kib "$(status_kb VmRSS "${ROOTS[@]}")"
         rec mem mem_base_pss_kib "$(pss_kb "${ROOTS[@]}")"
         cap=$(((HARD_NOFILE - 64) / $(fds_per_conn "$NAME")))
         for want in $IDLE_COUNTS; do
                 eff=$((want < cap ? want : cap))
-                a0=$(mem_avail_kb)
                 hold_idle "$eff"
                 sleep 0.5
                 line=$(cat "$T/idle.out")
@@ -325,7 +324,6 @@ memory_one() {
                 rec mem "mem_${want}_rss_kib" "$(status_kb VmRSS "${ROOTS[@]}")"
                 rec mem "mem_${want}_pss_kib" "$(pss_kb "${ROOTS[@]}")"
                 rec mem "mem_${want}_fds" "$(fd_count "${ROOTS[@]}")"
-                rec mem "mem_${want}_sys_kib" "$((a0 - $(mem_avail_kb)))"
                 release_idle
                 for ((i = 0; i < 200; i++)); do
                         (($(fd_count "${ROOTS[@]}") <= base_fds + 2)) && break
@@ -436,18 +434,18 @@ memory_table() {
                 BEGIN { nc = split(order, con, " "); nn = split(counts, cnt, " ") }
                 $1 == "mem" { v[$2, $3] = $4; seen[$2] = 1 }
                 END {
-                        print "| relay | idle conns (open) | Σ RSS MiB | Σ PSS MiB | PSS per conn KiB | fds | MemAvailable drop MiB |"
-                        print "|---|---:|---:|---:|---:|---:|---:|"
+                        print "| relay | idle conns (open) | Σ RSS MiB | Σ PSS MiB | PSS per conn KiB | fds |"
+                        print "|---|---:|---:|---:|---:|---:|"
                         for (j = 1; j <= nc; j++) {
                                 c = con[j]
                                 if (!seen[c]) continue
-                                printf "| %s | 0 | %s | %s | – | – | – |\n", c, mib(v[c, "mem_base_rss_kib"]), mib(v[c, "mem_base_pss_kib"])
+                                printf "| %s | 0 | %s | %s | – | %s |\n", c, mib(v[c, "mem_base_rss_kib"]), mib(v[c, "mem_base_pss_kib"]), v[c, "mem_base_fds"]
                                 for (i = 1; i <= nn; i++) {
                                         p = "mem_" cnt[i] "_"; o = v[c, p "open"]
-                                        printf "| %s | %s (%s) | %s | %s | %.2f | %s | %s |\n", c, cnt[i], o,
+                                        printf "| %s | %s (%s) | %s | %s | %.2f | %s |\n", c, cnt[i], o,
                                                 mib(v[c, p "rss_kib"]), mib(v[c, p "pss_kib"]),
                                                 (o > 0 ? (v[c, p "pss_kib"] - v[c, "mem_base_pss_kib"]) / o : 0),
-                                                v[c, p "fds"], mib(v[c, p "sys_kib"])
+                                                v[c, p "fds"]
                                 }
                         }
                 }' "$OUT/results.tsv"

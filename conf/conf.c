@@ -382,6 +382,10 @@ static int parse_drain_timeout(struct sf_conf *c, const char *v, char *err, size
         return sf_duration_parse(v, &c->drain_timeout_ms, err, errlen);
 }
 
+static int parse_seccomp(struct sf_conf *c, const char *v, char *err, size_t errlen) {
+        return sf_bool_parse(v, &c->seccomp, err, errlen);
+}
+
 /* Every key, in the order the "expected one of" lists show them. A key valid in a forward
  * section has .forward, one valid in [sockferry] has .global; token-file has both. */
 static const struct key {
@@ -412,6 +416,7 @@ static const struct key {
         { "user", NULL, parse_user },
         { "no-new-privs", NULL, parse_no_new_privs },
         { "drain-timeout", NULL, parse_drain_timeout },
+        { "seccomp", NULL, parse_seccomp },
 };
 
 #define N_KEYS (sizeof keys / sizeof keys[0])
@@ -693,6 +698,7 @@ void sf_conf_init(struct sf_conf *c) {
         c->log_level = SF_LOG_INFO;
         c->log_format = SF_LOG_TEXT;
         c->drain_timeout_ms = 10000;
+        c->seccomp = true;
 }
 
 int sf_conf_load(struct sf_conf *c, const char *path) {

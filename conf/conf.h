@@ -72,6 +72,7 @@ struct sf_conf {
         gid_t gid;
         bool no_new_privs;
         uint64_t drain_timeout_ms; /* default 10000 */
+        bool seccomp;              /* relay: the seccomp sandbox after start-up; default true */
 
         struct sf_forward *forwards;
         size_t n_forwards;

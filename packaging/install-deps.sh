@@ -6,6 +6,8 @@ pkgs=(
         libuv1-dev libinih-dev libcap-ng-dev libsodium-dev libcriterion-dev
         python3 socat curl iproute2 util-linux procps valgrind musl-tools
         systemd scdoc gnuplot-nox
+        libseccomp-dev binutils
+        dpkg-dev debhelper lintian fakeroot rpm
 )
 missing=()
 for p in "${pkgs[@]}"; do

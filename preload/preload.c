@@ -623,3 +623,23 @@ static void preload_init(void) {
                 emit(&l);
         }
 }
+
+#ifdef SF_PRELOAD_FUZZ
+/* Only for tests/fuzz/fuzz_preload_map.c, which compiles this file with -DSF_PRELOAD_FUZZ;
+ * the library never has it. Loads text as SOCKFERRY_PRELOAD_MAP would be loaded, checks that
+ * every mapping is found again by its own path, looks probe up, and returns how many
+ * mappings were kept. */
+size_t sf_preload_fuzz_map(const char *text, const char *probe, size_t probe_len);
+size_t sf_preload_fuzz_map(const char *text, const char *probe, size_t probe_len) {
+        map_len = 0;
+        load_map(text);
+        if (map_len > MAP_MAX)
+                abort();
+        for (size_t i = 0; i < map_len; i++) {
+                if (map[i].path[0] != '/' || lookup(map[i].path, strlen(map[i].path)) != &map[i])
+                        abort();
+        }
+        (void)lookup(probe, probe_len);
+        return map_len;
+}
+#endif

@@ -17,7 +17,6 @@
 #include "conf/log.h"
 #include "relay/bufpool.h"
 #include "relay/linkmsg.h"
-#include "relay/sockpath.h"
 
 /* Side 0 is the accepted client, side 1 the upstream. dir[i] carries bytes read from side i
  * that still have to be written to side 1-i. */
@@ -201,27 +200,6 @@ static void idle_arm(struct sf_conn *c) {
 
 /* ---- failure reporting ------------------------------------------------------------------ */
 
-static const char *connect_hint(const struct sf_endpoint *ep, int e) {
-        bool net = ep->kind == SF_EP_TCP || ep->kind == SF_EP_VSOCK;
-        switch (e) {
-        case ECONNREFUSED:
-                return net ? " — is the host-side relay (or the service) running and listening there?"
-                           : " — nobody accepts on that socket: is the service running?";
-        case ENOENT:
-                return " — is the service running, and is the path right?";
-        case EACCES:
-        case EPERM:
-                return " — the relay's user may not use that socket: check its mode and owner";
-        case ETIMEDOUT:
-                return " — is a firewall dropping the packets, or the host unreachable?";
-        case ENETUNREACH:
-        case EHOSTUNREACH:
-                return " — no route to that address from here";
-        default:
-                return "";
-        }
-}
-
 static void cand_log_failure(struct sf_conn *c, const char *cause) {
         struct sf_fwd *fwd = c->fwd;
         if (!fwd->cand_failing[c->cand]) {
@@ -258,16 +236,8 @@ static void cand_failed(struct sf_conn *c, int e, const char *detail) {
 
         if (detail)
                 snprintf(cause, sizeof cause, "%s", detail);
-        else if ((ep->kind == SF_EP_UNIX) && e == ECONNREFUSED &&
-                 sf_sockpath_probe(ep->path) == SF_PATH_MOUNT_DIR)
-                snprintf(cause, sizeof cause,
-                         "is a directory, not a socket: the host socket bind mount did not carry a socket "
-                         "(Docker Desktop?)");
-        else if ((ep->kind == SF_EP_UNIX) && e == ECONNREFUSED &&
-                 sf_sockpath_probe(ep->path) == SF_PATH_EMPTY_DIR)
-                snprintf(cause, sizeof cause, "is a directory, not a socket");
         else
-                snprintf(cause, sizeof cause, "%s%s", strerror(e), connect_hint(ep, e));
+                sf_link_connect_cause(ep, e, cause, sizeof cause);
         snprintf(c->dial_error, sizeof c->dial_error, "connect %s: %s", ep->text, cause);
         c->dial_errno = e;
         cand_log_failure(c, cause);
@@ -491,11 +461,7 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
         c->gai = NULL;
         if (status < 0) {
                 char cause[200];
-                const struct sf_endpoint *ep = cand_ep(c);
-                snprintf(cause, sizeof cause, "cannot resolve %s: %s%s", ep->host, uv_strerror(status),
-                         strcmp(ep->host, "host.docker.internal") == 0
-                                 ? " — on native Linux start the container with --add-host=host.docker.internal:host-gateway"
-                                 : "");
+                sf_link_resolve_cause(cand_ep(c), uv_strerror(status), cause, sizeof cause);
                 uv_freeaddrinfo(res);
                 uv_timer_stop(&c->timer);
                 cand_failed(c, EHOSTUNREACH, cause);
@@ -543,14 +509,7 @@ static void dial_candidate(struct sf_conn *c) {
                 r = -ETIMEDOUT;
         }
         if (r < 0) {
-                if ((r == -EPERM || r == -EACCES) && family == AF_VSOCK && c->fd[UPSTREAM] < 0)
-                        cand_failed(c, -r,
-                                    "AF_VSOCK sockets are denied here (Docker's default seccomp profile "
-                                    "blocks them); use a tcp: endpoint instead");
-                else if (r == -EAFNOSUPPORT && family == AF_VSOCK)
-                        cand_failed(c, -r, "this kernel has no vsock support; use a tcp: endpoint");
-                else
-                        cand_failed(c, -r, NULL);
+                cand_failed(c, -r, NULL);
                 return;
         }
         if (in_progress) {
@@ -1031,9 +990,7 @@ static void on_timer(uv_timer_t *t) {
                                 c->gai = NULL;
                         }
                         char cause[200];
-                        snprintf(cause, sizeof cause, "timed out after %llums%s",
-                                 (unsigned long long)c->fwd->conf->connect_timeout_ms,
-                                 connect_hint(cand_ep(c), ETIMEDOUT));
+                        sf_link_timeout_cause(cand_ep(c), c->fwd->conf->connect_timeout_ms, cause, sizeof cause);
                         cand_failed(c, ETIMEDOUT, cause);
                         return;
                 }

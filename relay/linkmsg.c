@@ -1,6 +1,71 @@
 #include "relay/linkmsg.h"
 
+#include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
+
+#include "relay/sockpath.h"
+
+static const char *connect_hint(const struct sf_endpoint *ep, int e) {
+        bool net = ep->kind == SF_EP_TCP || ep->kind == SF_EP_VSOCK;
+        switch (e) {
+        case ECONNREFUSED:
+                return net ? " — is the host-side relay (or the service) running and listening there?"
+                           : " — nobody accepts on that socket: is the service running?";
+        case ENOENT:
+                return " — is the service running, and is the path right?";
+        case EACCES:
+        case EPERM:
+                return " — the relay's user may not use that socket: check its mode and owner";
+        case ETIMEDOUT:
+                return " — is a firewall dropping the packets, or the host unreachable?";
+        case ENETUNREACH:
+        case EHOSTUNREACH:
+                return " — no route to that address from here";
+        default:
+                return "";
+        }
+}
+
+void sf_link_connect_cause(const struct sf_endpoint *ep, int e, char *out, size_t cap) {
+        if (ep->kind == SF_EP_VSOCK && (e == EPERM || e == EACCES)) {
+                snprintf(out, cap,
+                         "AF_VSOCK sockets are denied here (%s): Docker's default seccomp profile blocks them; use "
+                         "a tcp: endpoint instead",
+                         strerror(e));
+                return;
+        }
+        if (ep->kind == SF_EP_VSOCK && e == EAFNOSUPPORT) {
+                snprintf(out, cap, "this kernel has no vsock support; use a tcp: endpoint");
+                return;
+        }
+        if (ep->kind == SF_EP_UNIX && e == ECONNREFUSED) {
+                enum sf_sockpath_state st = sf_sockpath_probe(ep->path);
+                if (st == SF_PATH_MOUNT_DIR) {
+                        snprintf(out, cap,
+                                 "is a directory, not a socket: the host socket bind mount did not carry a socket "
+                                 "(Docker Desktop?)");
+                        return;
+                }
+                if (st == SF_PATH_EMPTY_DIR) {
+                        snprintf(out, cap, "is a directory, not a socket");
+                        return;
+                }
+        }
+        snprintf(out, cap, "%s%s", strerror(e), connect_hint(ep, e));
+}
+
+void sf_link_timeout_cause(const struct sf_endpoint *ep, uint64_t ms, char *out, size_t cap) {
+        snprintf(out, cap, "timed out after %llums%s", (unsigned long long)ms, connect_hint(ep, ETIMEDOUT));
+}
+
+void sf_link_resolve_cause(const struct sf_endpoint *ep, const char *why, char *out, size_t cap) {
+        snprintf(out, cap, "cannot resolve %s: %s%s", ep->host, why,
+                 strcmp(ep->host, "host.docker.internal") == 0
+                         ? " — on native Linux start the container with --add-host=host.docker.internal:host-gateway"
+                         : "");
+}
 
 /* A banner such as SSH's is recognisable by its first 40 bytes; stop at the first byte that
  * is not printable, so a binary protocol is not rendered as noise. */
@@ -15,15 +80,13 @@ static void quote_printable(char *out, size_t cap, const uint8_t *in, size_t len
 }
 
 enum sf_link_err sf_link_wrong_peer(const uint8_t *got, size_t len, const char *ep, char *out, size_t cap) {
-        char quoted[48];
+        char quoted[72];
+        /* A text banner (SSH, SMTP, a shell prompt) reads best as it is, up to its line end; a
+         * binary peer (TLS, a database) is shown escaped so people can still recognise it. */
         quote_printable(quoted, sizeof quoted, got, len);
-        if (quoted[0])
-                snprintf(out, cap, "wrong peer: %s is not a sockferry relay: it sent \"%s\"", ep, quoted);
-        else
-                snprintf(out, cap,
-                         "wrong peer: %s is not a sockferry relay: it sent %zu bytes that are not a sockferry "
-                         "greeting",
-                         ep, len);
+        if (!quoted[0])
+                sf_hs_quote(got, len < 16 ? len : 16, quoted, sizeof quoted);
+        snprintf(out, cap, "wrong peer: %s is not a sockferry relay: it sent \"%s\"", ep, quoted);
         return SF_LINK_WRONG_PEER;
 }
 
@@ -70,7 +133,9 @@ enum sf_link_err sf_link_status_timeout(const char *ep, char *out, size_t cap) {
 enum sf_link_err sf_link_status_explain(int parse_r, enum sf_hs_status st, const char *reason, const char *ep,
                                         const char *token_file, char *out, size_t cap) {
         /* A status whose MAC does not verify comes from a peer without our token: never OK. */
-        if (st == SF_HS_AUTH_REJECTED || (parse_r < 0 && st == SF_HS_OK)) {
+        /* Whatever the status says, an answer that does not carry our token's MAC comes from a
+         * peer without our token (or was altered on the way): its reason cannot be trusted. */
+        if (st == SF_HS_AUTH_REJECTED || parse_r < 0) {
                 snprintf(out, cap,
                          "auth rejected: %s does not accept our token (%s): both sides need the same token file",
                          ep, token_file ? token_file : "token-file");

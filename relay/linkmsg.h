@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "conf/endpoint.h"
 #include "relay/handshake.h"
 
 /* Which counter of struct sf_relay_stats a failure belongs to. */
@@ -16,6 +17,15 @@ enum sf_link_err {
         SF_LINK_TIMEOUT,    /* the link was not confirmed in time */
         SF_LINK_OTHER,      /* version mismatch, an unknown status */
 };
+
+/* Why connecting to ep failed with errno e, and what to do: "Connection refused — is the
+ * host-side relay running ...", a directory where a unix socket should be, AF_VSOCK denied by
+ * a seccomp profile, ... */
+void sf_link_connect_cause(const struct sf_endpoint *ep, int e, char *out, size_t cap);
+/* The connect to ep did not finish within ms. */
+void sf_link_timeout_cause(const struct sf_endpoint *ep, uint64_t ms, char *out, size_t cap);
+/* ep's host name did not resolve; why is the resolver's message. */
+void sf_link_resolve_cause(const struct sf_endpoint *ep, const char *why, char *out, size_t cap);
 
 /* Each writes a sentence naming the endpoint ep (as written in the configuration), the cause
  * and the fix into out, and returns the kind. */

@@ -37,7 +37,7 @@ bool sf_sockpath_is_mount_point(const char *path) {
         return found;
 }
 
-static bool dir_is_empty(const char *path) {
+bool sf_sockpath_dir_is_empty(const char *path) {
         DIR *d = opendir(path);
         if (!d)
                 return false;
@@ -59,7 +59,7 @@ enum sf_sockpath_state sf_sockpath_probe(const char *path) {
         if (S_ISDIR(st.st_mode)) {
                 if (sf_sockpath_is_mount_point(path))
                         return SF_PATH_MOUNT_DIR;
-                return dir_is_empty(path) ? SF_PATH_EMPTY_DIR : SF_PATH_DIR;
+                return sf_sockpath_dir_is_empty(path) ? SF_PATH_EMPTY_DIR : SF_PATH_DIR;
         }
         if (S_ISREG(st.st_mode))
                 return SF_PATH_REGULAR;

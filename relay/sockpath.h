@@ -19,6 +19,8 @@ enum sf_sockpath_state {
 enum sf_sockpath_state sf_sockpath_probe(const char *path);
 /* true when path is the root of a mount (statx STATX_ATTR_MOUNT_ROOT, else mountinfo). */
 bool sf_sockpath_is_mount_point(const char *path);
+/* true when path is a directory holding nothing but . and .. */
+bool sf_sockpath_dir_is_empty(const char *path);
 /* "Docker Desktop (linuxkit kernel)" etc. when the kernel release names the VM, else NULL. */
 const char *sf_sockpath_engine_hint(void);
 /* The sentence explaining what a directory at a socket path means. */

@@ -8,6 +8,9 @@
 int sf_cmd_relay(int argc, char **argv);
 int sf_cmd_run(int argc, char **argv);
 int sf_cmd_keygen(int argc, char **argv);
+int sf_cmd_check(int argc, char **argv);
+int sf_cmd_probe(int argc, char **argv);
+int sf_cmd_stats(int argc, char **argv);
 
 /* Loads -c FILE and every -F spec into c and validates it; verbose is the count of -v minus
  * the count of -q (overrides log-level). Returns 0 or SF_EX_CONFIG / SF_EX_USAGE, logged. */

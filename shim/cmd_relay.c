@@ -1,4 +1,5 @@
 /* sockferry relay: run the forwards in the foreground until SIGTERM/SIGINT. */
+#include <errno.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -7,13 +8,16 @@
 #include <uv.h>
 
 #include "conf/log.h"
+#include "relay/control.h"
 #include "relay/relay.h"
+#include "relay/sandbox.h"
 #include "shim/cli.h"
 #include "shim/notify.h"
 #include "shim/privs.h"
 
 struct relay_main {
         struct sf_relay *relay;
+        struct sf_control *control;
         const struct sf_conf *conf;
         uv_signal_t sigterm, sigint;
         int signals_seen;
@@ -36,6 +40,8 @@ static void help(void) {
 
 static void on_stopped(struct sf_relay *relay, void *data) {
         struct relay_main *m = data;
+        sf_control_close(m->control);
+        m->control = NULL;
         uv_close((uv_handle_t *)&m->sigterm, NULL);
         uv_close((uv_handle_t *)&m->sigint, NULL);
 }
@@ -122,7 +128,10 @@ int sf_cmd_relay(int argc, char **argv) {
                 status = SF_EX_CONFIG;
                 goto out;
         }
-        if (sf_relay_bind(m.relay) < 0 || sf_privs_drop(&conf) < 0 || sf_relay_start(m.relay) < 0) {
+        /* The control socket is bound with the listeners, before privileges are dropped. */
+        if (sf_relay_bind(m.relay) < 0 ||
+            (conf.control_set && sf_control_new(&loop, &conf, m.relay, &m.control) < 0) ||
+            sf_privs_drop(&conf) < 0 || sf_relay_start(m.relay) < 0) {
                 status = 1;
                 goto out;
         }
@@ -132,14 +141,25 @@ int sf_cmd_relay(int argc, char **argv) {
         uv_signal_start(&m.sigterm, on_signal, SIGTERM);
         uv_signal_start(&m.sigint, on_signal, SIGINT);
         sf_relay_on_fatal(m.relay, on_fatal, &m);
-        sf_log_info("ready: %zu forward%s", conf.n_forwards, conf.n_forwards == 1 ? "" : "s");
-        sf_notify("READY=1");
+        /* Bound, tokens read, privileges dropped, loop handles set up: from here on the relay
+         * only moves bytes, and the sandbox allows no more than that (relay/sandbox.h). */
+        int sandbox = conf.seccomp ? sf_sandbox_apply() : -ENOSYS;
+        if (sandbox < 0 && sandbox != -ENOSYS && sandbox != -ENOTSUP) {
+                m.failed = true;
+                sf_relay_stop(m.relay, 0, on_stopped, &m);
+        } else {
+                if (conf.seccomp && !sf_sandbox_available())
+                        sf_log_debug("seccomp sandbox: not in this build");
+                sf_log_info("ready: %zu forward%s", conf.n_forwards, conf.n_forwards == 1 ? "" : "s");
+                sf_notify("READY=1");
+        }
         uv_run(&loop, UV_RUN_DEFAULT);
         if (m.failed)
                 status = 1;
 out:
         if (m.relay && status) {
                 /* Never started or failed to start: let libuv release what was opened. */
+                sf_control_close(m.control);
                 sf_relay_stop(m.relay, 0, NULL, NULL);
                 uv_run(&loop, UV_RUN_DEFAULT);
         }

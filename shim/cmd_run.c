@@ -10,11 +10,13 @@
 #include <linux/capability.h>
 #include <uv.h>
 
+#include "relay/control.h"
 #include "relay/relay.h"
 #include "shim/alias.h"
 #include "shim/cli.h"
 #include "shim/env.h"
 #include "shim/init.h"
+#include "shim/notify.h"
 #include "shim/privs.h"
 #include "shim/spawn.h"
 
@@ -37,6 +39,7 @@ struct options {
 struct run {
         const struct sf_conf *conf;
         struct sf_relay *relay;
+        struct sf_control *control;
         struct sf_init *init;
         bool relay_failed;
         bool relay_stopped;
@@ -190,6 +193,8 @@ static void maybe_done(struct run *run) {
 
 static void on_relay_stopped(struct sf_relay *relay, void *data) {
         struct run *run = data;
+        sf_control_close(run->control);
+        run->control = NULL;
         run->relay_stopped = true;
         maybe_done(run);
 }
@@ -204,6 +209,7 @@ static void on_init_finished(struct sf_init *init, void *data) {
  * that a container stop fits in one grace period. */
 static void on_payload_exited(struct sf_init *init, void *data) {
         struct run *run = data;
+        sf_notify("STOPPING=1");
         if (run->relay)
                 sf_relay_stop(run->relay, run->conf->drain_timeout_ms, on_relay_stopped, run);
         else
@@ -286,11 +292,13 @@ static int run_main(struct sf_conf *c, const struct options *o) {
                 sf_init_watch(run.init, pid, on_payload_exited, &run);
                 /* Connections made before this wait in the listen backlog: bound is enough
                  * for a payload that connects at once. */
-                if (run.relay) {
+                if (run.relay)
                         sf_relay_on_fatal(run.relay, on_relay_fatal, &run);
-                        if (sf_relay_start(run.relay) < 0)
-                                relay_failed(&run);
-                }
+                if (run.relay && (sf_relay_start(run.relay) < 0 ||
+                                  (c->control_set && sf_control_new(&loop, c, run.relay, &run.control) < 0)))
+                        relay_failed(&run);
+                else
+                        sf_notify("READY=1");
         } else {
                 /* Nothing runs: close what is open without draining. */
                 if (run.init)

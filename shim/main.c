@@ -11,6 +11,9 @@ static const struct {
         { "relay", sf_cmd_relay },
         { "run", sf_cmd_run },
         { "keygen", sf_cmd_keygen },
+        { "check", sf_cmd_check },
+        { "probe", sf_cmd_probe },
+        { "stats", sf_cmd_stats },
 };
 
 static void help(FILE *out) {
@@ -25,6 +28,11 @@ static void help(FILE *out) {
               "                      container entrypoint: bind, then run CMD as an init\n"
               "  keygen [-o FILE] [--force]\n"
               "                      write a new token (64 hex characters, mode 0600)\n"
+              "  check [-c FILE] [-F SPEC]... [--timeout 5s]\n"
+              "                      end-to-end health probe of every forward (HEALTHCHECK)\n"
+              "  probe PATH          explain what is at a socket path (exit 0 live ... 4 other)\n"
+              "  stats [-c FILE | --control PATH] [--format text|json|prometheus]\n"
+              "                      counters of a running relay\n"
               "\n"
               "  -F NAME:LISTEN=CONNECT[|CONNECT...][,key=value]...\n"
               "      e.g. -F docker:unix:/run/docker.sock=tcp:host.docker.internal:2375\n"

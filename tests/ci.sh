@@ -22,3 +22,40 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print
 
 # libFuzzer smoke run of every parser that takes outside input, from the committed corpora.
 tests/fuzz/run.sh 10 "$PWD/build-fuzz"
+
+# Packaging: meson install into a staging tree and meson dist (then a build of the release
+# tarball); the static binary (-Dstatic=true) in an empty chroot holding only it and
+# /etc/hosts; the .deb built (lintian errors fail), installed, used for one forward and
+# removed; the RPM spec parsed. The Dockerfile is not built: CI has no Docker engine.
+tests/packaging/install-dist.sh build-ci
+$SUDO tests/packaging/static-chroot.sh "$PWD/build-static"
+$SUDO tests/packaging/deb-install.sh "$PWD/build-deb"
+rpmspec -P packaging/rpm/sockferry.spec >/dev/null && echo "rpm: packaging/rpm/sockferry.spec parses"
+
+# Hardening of the installed binaries, as packaged (PIE, full RELRO, NX stack, stack protector,
+# FORTIFY): meson test --suite hardening checked the build tree; this checks what meson installs.
+hstage=$(mktemp -d /tmp/sockferry-hardening.XXXXXX)
+DESTDIR="$hstage" meson install -C build-ci --no-rebuild --quiet >/dev/null
+hargs=("exe:$(find "$hstage" -path '*/bin/sockferry' -type f)" "lib:$(find "$hstage" -name sockferry-preload.so -type f)")
+hmusl=$(find "$hstage" -name sockferry-preload-musl.so -type f)
+[ -z "$hmusl" ] || hargs+=("musl-lib:$hmusl")
+tests/hardening/check_hardening.sh "${hargs[@]}"
+rm -rf "$hstage"
+
+# One closing line for the whole run, counted from meson's test logs.
+python3 - build-ci/meson-logs/testlog.json build-asan/meson-logs/testlog.json <<'PY'
+import json, sys
+passed = failed = skipped = 0
+for path in sys.argv[1:]:
+    with open(path) as f:
+        for line in f:
+            r = json.loads(line)["result"]
+            if r in ("OK", "EXPECTEDFAIL"):
+                passed += 1
+            elif r == "SKIP":
+                skipped += 1
+            else:
+                failed += 1
+print("%d passed, %d failed, %d skipped" % (passed, failed, skipped))
+sys.exit(1 if failed else 0)
+PY

@@ -8,7 +8,7 @@
 #include "helpers.h"
 
 #define FORWARD_KEYS "listen, connect, auth, allow-insecure, token-file, alias, env, env-format, mode, owner, group, allow-uid, allow-gid, max-conns, connect-timeout, handshake-timeout, idle-timeout"
-#define GLOBAL_KEYS "token-file, log-level, log-format, control, user, no-new-privs, drain-timeout"
+#define GLOBAL_KEYS "token-file, log-level, log-format, control, user, no-new-privs, drain-timeout, seccomp"
 #define SYNTAX "syntax error, expected [section] or key = value"
 
 TestSuite(load, .init = scratch_setup, .fini = scratch_teardown);
@@ -45,6 +45,7 @@ Test(load, defaults) {
         cr_assert(!conf.user_set);
         cr_assert(!conf.no_new_privs);
         cr_assert_eq(conf.drain_timeout_ms, 10000);
+        cr_assert(conf.seccomp);
         cr_assert_null(conf.forwards);
         cr_assert_eq(conf.n_forwards, 0);
 
@@ -121,6 +122,7 @@ Test(load, every_key) {
         cr_assert_eq(conf.gid, 0);
         cr_assert(conf.no_new_privs);
         cr_assert_eq(conf.drain_timeout_ms, 120000);
+        cr_assert(conf.seccomp);
 
         cr_assert_eq(conf.n_forwards, 2);
         const struct sf_forward *f = &conf.forwards[0];
@@ -260,6 +262,7 @@ Test(load, line_limits) {
                      scratch_dir(), 0);
         cr_assert_eq(count_errors(log_text), 1);
         sf_conf_free(&conf);
+        free(log_text);
 
         snprintf(text, sizeof text, "[a]\nalias = /%0190d\nlisten\n", 0);
         sf_conf_init(&conf);
@@ -268,6 +271,7 @@ Test(load, line_limits) {
         assert_error(log_text, "%s/sf.conf:3: " SYNTAX, scratch_dir());
         cr_assert_eq(count_errors(log_text), 2);
         sf_conf_free(&conf);
+        free(log_text);
 }
 
 Test(load, nul_byte) {
@@ -476,15 +480,19 @@ Test(load, global_value_errors) {
                          "2: [sockferry] no-new-privs: \"please\" is not a boolean, expected yes or no (also true/false, on/off, 1/0)");
         assert_one_error("[sockferry]\ndrain-timeout = 10 s\n",
                          "2: [sockferry] drain-timeout: \"10 s\" is not a duration, expected a duration such as 250ms, 5s or 2m");
+        assert_one_error("[sockferry]\nseccomp = maybe\n",
+                         "2: [sockferry] seccomp: \"maybe\" is not a boolean, expected yes or no (also true/false, on/off, 1/0)");
 }
 
 Test(load, global_values) {
-        load_ok("[sockferry]\ncontrol = unix:@sockferry\nuser = root\nlog-level = WARNING\ndrain-timeout = 0\n");
+        load_ok("[sockferry]\ncontrol = unix:@sockferry\nuser = root\nlog-level = WARNING\ndrain-timeout = 0\n"
+                "seccomp = off\n");
         cr_assert_eq(conf.control.kind, SF_EP_ABSTRACT);
         cr_assert_eq(conf.uid, 0);
         cr_assert_eq(conf.gid, 0);
         cr_assert_eq(conf.log_level, SF_LOG_WARN);
         cr_assert_eq(conf.drain_timeout_ms, 0);
+        cr_assert(!conf.seccomp);
 }
 
 Test(load, every_error_is_reported) {

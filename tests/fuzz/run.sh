@@ -22,7 +22,7 @@ build=${2:-$root/build-fuzz}
 if [ ! -f "$build/build.ninja" ]; then
         CC=clang meson setup "$build" "$root" -Dfuzz=true >/dev/null
 fi
-targets="fuzz_handshake fuzz_endpoint fuzz_conf fuzz_spec"
+targets="fuzz_handshake fuzz_endpoint fuzz_conf fuzz_spec fuzz_control fuzz_preload_map"
 # Only the fuzz targets: the rest of the tree is not what this script is about.
 ninja -C "$build" $(for t in $targets; do printf 'tests/fuzz/%s ' "$t"; done) >/dev/null
 
@@ -42,6 +42,9 @@ for target in $targets; do
         # Every rejected configuration logs its errors: keep stderr of the target closed.
         fuzz_conf) flags="$flags -max_len=4096 -close_fd_mask=2 -dict=$here/conf.dict" ;;
         fuzz_spec) flags="$flags -max_len=1024 -close_fd_mask=2 -dict=$here/conf.dict" ;;
+        fuzz_control) flags="$flags -max_len=256" ;;
+        # Rejected map entries are reported on stderr, as the library does.
+        fuzz_preload_map) flags="$flags -max_len=2048 -close_fd_mask=2" ;;
         esac
         mkdir -p "$work/$target"
         log=$work/$target.log

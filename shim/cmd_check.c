@@ -1,0 +1,268 @@
+/* sockferry check: an end-to-end health probe of every forward, for Docker HEALTHCHECK. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <sodium.h>
+
+#include "conf/log.h"
+#include "conf/value.h"
+#include "relay/handshake.h"
+#include "relay/linkmsg.h"
+#include "relay/sockpath.h"
+#include "relay/token.h"
+#include "shim/cli.h"
+#include "shim/netio.h"
+
+#define DEFAULT_TIMEOUT_MS 5000
+/* A banner such as SSH's is recognisable by its first 40 bytes (as the relay quotes it). */
+#define BANNER_MAX 40
+
+static void help(void) {
+        fputs("Usage: sockferry check [-c FILE] [-F SPEC]... [--timeout 5s]\n"
+              "\n"
+              "Probe every forward end to end: connect to its candidates in order and, on a link with\n"
+              "auth = token, run the handshake with the probe flag so the host relay confirms that its\n"
+              "own upstream answers. Prints one line per forward, OK or the failure in plain words.\n"
+              "\n"
+              "  -c, --config FILE   INI configuration\n"
+              "  -F, --forward SPEC  NAME:LISTEN=CONNECT[|CONNECT...][,key=value]... (repeatable)\n"
+              "  -t, --timeout DUR   time allowed per candidate, connect and handshake (default 5s)\n"
+              "  -h, --help          show this help\n"
+              "\n"
+              "Exit status: 0 every forward is healthy, 1 otherwise, 64 usage, 78 configuration.\n"
+              "\n"
+              "Example (Dockerfile):\n"
+              "  HEALTHCHECK --interval=30s --timeout=10s CMD [\"sockferry\", \"check\", \"-c\", \"/etc/sockferry.conf\"]\n",
+              stdout);
+}
+
+struct probe {
+        const struct sf_endpoint *ep;
+        const struct sf_hs_key *key; /* NULL: no handshake */
+        const char *token_file;
+        uint64_t timeout_ms;
+        int64_t deadline;
+        char *msg;
+        size_t cap;
+};
+
+/* Reads until have == want; 1 done (or, for a greeting, as soon as it cannot be one), 0 end
+ * of file, -ETIMEDOUT or -errno. */
+static int read_exact(int fd, uint8_t *buf, size_t *have, size_t want, bool greeting, int64_t deadline) {
+        while (*have < want) {
+                ssize_t n = sf_netio_read(fd, buf + *have, want - *have, deadline);
+                if (n <= 0)
+                        return (int)n;
+                *have += (size_t)n;
+                /* A greeting is checked as it arrives, so a stray service is named at once. */
+                if (greeting && sf_hs_prefix_check(buf, *have, NULL) < 0)
+                        return 1;
+        }
+        return 1;
+}
+
+/* The client half of the handshake with the probe flag (doc/PROTOCOL.md). Returns the kind
+ * of failure, SF_LINK_OK when the host relay confirmed its upstream. */
+static enum sf_link_err probe_link(int fd, const struct probe *p) {
+        const char *ep = p->ep->text;
+        uint8_t buf[SF_HS_STATUS_MAX];
+        size_t have = 0;
+        uint8_t version = 0;
+
+        int r = read_exact(fd, buf, &have, SF_HS_HELLO_LEN, true, p->deadline);
+        int pr = sf_hs_prefix_check(buf, have, &version);
+        if (pr == -EPROTO) {
+                /* Quote a little more than the greeting's worth when the peer sent it already. */
+                ssize_t n = recv(fd, buf + have, BANNER_MAX > have ? BANNER_MAX - have : 0, MSG_DONTWAIT);
+                if (n > 0)
+                        have += (size_t)n;
+                return sf_link_wrong_peer(buf, have, ep, p->msg, p->cap);
+        }
+        if (pr == -EPROTONOSUPPORT)
+                return sf_link_version_mismatch(version, ep, p->msg, p->cap);
+        if (r == 0)
+                return sf_link_hello_eof(have, ep, p->msg, p->cap);
+        if (r == -ETIMEDOUT)
+                return sf_link_hello_timeout(p->timeout_ms, ep, p->msg, p->cap);
+        if (r < 0) {
+                snprintf(p->msg, p->cap, "connection error: %s: %s", ep, strerror(-r));
+                return SF_LINK_OTHER;
+        }
+
+        uint8_t snonce[SF_HS_NONCE_LEN], cnonce[SF_HS_NONCE_LEN], frame[SF_HS_CLIENT_LEN];
+        sf_hs_hello_parse(buf, snonce, NULL);
+        sf_hs_nonce_new(cnonce);
+        sf_hs_client_build(frame, p->key, snonce, cnonce, SF_HS_FLAG_PROBE);
+        r = sf_netio_write_all(fd, frame, sizeof frame, p->deadline);
+        if (r == 0) {
+                have = 0;
+                r = read_exact(fd, buf, &have, 2, false, p->deadline);
+                if (r == 1)
+                        r = read_exact(fd, buf, &have, sf_hs_status_frame_len(buf, have), false, p->deadline);
+        }
+        if (r == -ETIMEDOUT)
+                return sf_link_status_timeout(ep, p->msg, p->cap);
+        if (r <= 0)
+                return sf_link_status_eof(ep, p->msg, p->cap);
+
+        enum sf_hs_status st;
+        char reason[SF_HS_REASON_MAX + 1];
+        r = sf_hs_status_parse(buf, have, p->key, snonce, cnonce, &st, reason);
+        return sf_link_status_explain(r, st, reason, ep, p->token_file, p->msg, p->cap);
+}
+
+static bool is_net(const struct sf_endpoint *ep) {
+        return ep->kind == SF_EP_TCP || ep->kind == SF_EP_VSOCK;
+}
+
+/* Probes one candidate: true when healthy; otherwise p->msg says why. */
+static bool probe_candidate(struct probe *p) {
+        char cause[300];
+        int fd = sf_netio_dial(p->ep, p->timeout_ms, cause, sizeof cause);
+        if (fd < 0) {
+                snprintf(p->msg, p->cap, "connect %s: %s", p->ep->text, cause);
+                return false;
+        }
+        bool ok = true;
+        if (p->key && is_net(p->ep))
+                ok = probe_link(fd, p) == SF_LINK_OK;
+        close(fd);
+        return ok;
+}
+
+/* A forward whose own unix socket is not live has no relay serving it: clients fail whatever
+ * the link says. It is a warning, as check may run before the relay (or on another side). */
+static void listen_warn(const struct sf_forward *f) {
+        if (f->listen.kind != SF_EP_UNIX)
+                return;
+        const char *what;
+        switch (sf_sockpath_probe(f->listen.path)) {
+        case SF_PATH_LIVE_SOCKET:
+                return;
+        case SF_PATH_MISSING:
+                what = "is missing";
+                break;
+        case SF_PATH_STALE_SOCKET:
+                what = "is a stale socket nobody accepts on";
+                break;
+        default:
+                what = "is not a live socket";
+                break;
+        }
+        fprintf(stderr, "%s: warning: listen %s %s: the relay for this forward is not running (sockferry probe %s says more)\n",
+                f->name, f->listen.text, what, f->listen.path);
+}
+
+/* Checks one forward and prints its line. 0 healthy, 1 not, SF_EX_CONFIG for a token file
+ * that cannot be used. */
+static int check_forward(const struct sf_conf *conf, const struct sf_forward *f, uint64_t timeout_ms) {
+        struct sf_hs_key key;
+        bool has_key = false;
+        const char *token_file = sf_conf_token_file(conf, f);
+        for (size_t i = 0; i < f->n_connect && f->auth == SF_AUTH_TOKEN && !has_key; i++) {
+                if (!is_net(&f->connect[i]))
+                        continue;
+                if (!token_file) {
+                        sf_log(SF_LOG_ERROR, f->name, 0,
+                               "auth = token needs a token-file (create one with sockferry keygen -o FILE)");
+                        return SF_EX_CONFIG;
+                }
+                if (sf_token_load(token_file, &key) < 0)
+                        return SF_EX_CONFIG;
+                has_key = true;
+        }
+
+        listen_warn(f);
+        char msgs[1024] = "", msg[600];
+        size_t used = 0;
+        bool ok = false;
+        for (size_t i = 0; i < f->n_connect && !ok; i++) {
+                struct probe p = {
+                        .ep = &f->connect[i], .key = has_key ? &key : NULL, .token_file = token_file,
+                        .timeout_ms = timeout_ms, .deadline = sf_netio_now_ms() + (int64_t)timeout_ms,
+                        .msg = msg, .cap = sizeof msg,
+                };
+                int64_t start = sf_netio_now_ms();
+                ok = probe_candidate(&p);
+                if (ok)
+                        printf("%s: OK (%s, %s, %lld ms)\n", f->name, p.ep->text,
+                               p.key && is_net(p.ep) ? "upstream answers" : "connected",
+                               (long long)(sf_netio_now_ms() - start));
+                else if (used < sizeof msgs)
+                        used += (size_t)snprintf(msgs + used, sizeof msgs - used, "%s%s", used ? "; " : "", msg);
+        }
+        if (has_key)
+                sodium_memzero(&key, sizeof key);
+        if (!ok)
+                printf("%s: FAIL %s\n", f->name, msgs);
+        return ok ? 0 : 1;
+}
+
+int sf_cmd_check(int argc, char **argv) {
+        static const struct option opts[] = {
+                { "config", required_argument, NULL, 'c' }, { "forward", required_argument, NULL, 'F' },
+                { "timeout", required_argument, NULL, 't' }, { "help", no_argument, NULL, 'h' },
+                {}
+        };
+        const char *file = NULL;
+        char **specs = calloc((size_t)argc + 1, sizeof *specs);
+        size_t n_specs = 0;
+        uint64_t timeout_ms = DEFAULT_TIMEOUT_MS;
+        int c;
+
+        if (!specs)
+                return 1;
+        optind = 1;
+        opterr = 0;
+        while ((c = getopt_long(argc, argv, "+:c:F:t:h", opts, NULL)) != -1) {
+                char err[200];
+                switch (c) {
+                case 'c': file = optarg; break;
+                case 'F': specs[n_specs++] = optarg; break;
+                case 't':
+                        if (sf_duration_parse(optarg, &timeout_ms, err, sizeof err) < 0 || timeout_ms == 0) {
+                                free(specs);
+                                return sf_cli_usage_error("check", "--timeout %s: %s", optarg,
+                                                          timeout_ms ? err : "expected a duration above 0, e.g. 5s");
+                        }
+                        break;
+                case 'h':
+                        free(specs);
+                        help();
+                        return 0;
+                case ':':
+                        free(specs);
+                        return sf_cli_usage_error("check", "option '%s' needs a value", argv[optind - 1]);
+                default:
+                        free(specs);
+                        return sf_cli_usage_error("check", "unknown option '%s'", argv[optind - 1]);
+                }
+        }
+        if (optind < argc) {
+                free(specs);
+                return sf_cli_usage_error("check", "unexpected argument '%s'", argv[optind]);
+        }
+
+        struct sf_conf conf;
+        sf_conf_init(&conf);
+        int status = sf_cli_conf_load(&conf, file, specs, n_specs, 0, NULL);
+        free(specs);
+        if (status == 0 && conf.n_forwards == 0) {
+                sf_log_error("nothing to check: give a forward with -F NAME:LISTEN=CONNECT or a config file with a "
+                             "[NAME] section (-c FILE)");
+                status = SF_EX_CONFIG;
+        }
+        for (size_t i = 0; status != SF_EX_CONFIG && i < conf.n_forwards; i++) {
+                int r = check_forward(&conf, &conf.forwards[i], timeout_ms);
+                if (r > status)
+                        status = r;
+        }
+        fflush(stdout);
+        sf_conf_free(&conf);
+        return status;
+}

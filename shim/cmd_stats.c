@@ -1,0 +1,151 @@
+/* sockferry stats: ask a running relay's control socket for its counters. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "conf/log.h"
+#include "relay/control.h"
+#include "shim/cli.h"
+#include "shim/netio.h"
+
+#define STATS_TIMEOUT_MS 5000
+
+static void help(void) {
+        fputs("Usage: sockferry stats [-c FILE | --control PATH] [--format text|json|prometheus]\n"
+              "\n"
+              "Print the counters of a running relay (sockferry relay or run with control = unix:PATH):\n"
+              "per forward active and total connections, bytes each way, errors by kind, the last\n"
+              "error and the connect candidate in use; per process open fds, RSS and uptime.\n"
+              "\n"
+              "  -c, --config FILE     take the control socket from FILE's control = key\n"
+              "      --control PATH    the control socket: PATH, unix:PATH or unix:@NAME\n"
+              "  -f, --format FORMAT   text (default), json or prometheus\n"
+              "  -h, --help            show this help\n"
+              "\n"
+              "Exit status: 0 ok, 1 the relay could not be asked, 64 usage, 78 configuration.\n",
+              stdout);
+}
+
+/* The control endpoint from --control: a bare absolute path is taken as unix:PATH. */
+static int control_parse(const char *s, struct sf_endpoint *ep) {
+        char text[SF_ENDPOINT_TEXT_MAX + 8], err[256];
+        snprintf(text, sizeof text, "%s%s", s[0] == '/' ? "unix:" : "", s);
+        if (sf_endpoint_parse(text, ep, err, sizeof err) < 0) {
+                sf_cli_usage_error("stats", "--control %s: %s", s, err);
+                return -EINVAL;
+        }
+        if (ep->kind != SF_EP_UNIX && ep->kind != SF_EP_ABSTRACT) {
+                sf_cli_usage_error("stats", "--control %s: expected a unix socket (PATH, unix:PATH or unix:@NAME)", s);
+                return -EINVAL;
+        }
+        return 0;
+}
+
+/* Sends the request and copies the answer to stdout; 0 or 1 (the cause printed). */
+static int ask(const struct sf_endpoint *ep, enum sf_stats_format fmt) {
+        static const char *const names[] = {
+                [SF_STATS_TEXT] = "text", [SF_STATS_JSON] = "json", [SF_STATS_PROMETHEUS] = "prometheus"
+        };
+        char err[300], req[SF_CONTROL_LINE_MAX];
+        int fd = sf_netio_dial(ep, STATS_TIMEOUT_MS, err, sizeof err);
+        if (fd < 0) {
+                fprintf(stderr, "sockferry stats: control %s: %s%s\n", ep->text, err,
+                        fd == -ENOENT || fd == -ECONNREFUSED
+                                ? " (is the relay running, with control = this socket in its configuration?)"
+                        : fd == -EACCES ? " (the control socket is mode 0600: run as root or as the relay's user)"
+                                        : "");
+                return 1;
+        }
+        int64_t deadline = sf_netio_now_ms() + STATS_TIMEOUT_MS;
+        int n = snprintf(req, sizeof req, "stats %s\n", names[fmt]);
+        int r = sf_netio_write_all(fd, req, (size_t)n, deadline);
+        char *answer = NULL;
+        size_t len = 0;
+        FILE *out = open_memstream(&answer, &len);
+        if (!out)
+                r = -ENOMEM;
+        while (r == 0) {
+                char buf[4096];
+                ssize_t got = sf_netio_read(fd, buf, sizeof buf, deadline);
+                if (got <= 0) {
+                        r = (int)got;
+                        break;
+                }
+                fwrite(buf, 1, (size_t)got, out);
+        }
+        close(fd);
+        if (out)
+                fclose(out);
+        int status = 0;
+        if (r < 0) {
+                fprintf(stderr, "sockferry stats: control %s: %s\n", ep->text,
+                        r == -ETIMEDOUT ? "no answer within 5s (is it a sockferry control socket?)" : strerror(-r));
+                status = 1;
+        } else if (len == 0 || strncmp(answer, "error:", 6) == 0) {
+                fprintf(stderr, "sockferry stats: control %s: %s", ep->text,
+                        len ? answer : "closed without an answer (is it a sockferry control socket?)\n");
+                status = 1;
+        } else {
+                fwrite(answer, 1, len, stdout);
+        }
+        free(answer);
+        return status;
+}
+
+int sf_cmd_stats(int argc, char **argv) {
+        enum { OPT_CONTROL = 256 };
+        static const struct option opts[] = {
+                { "config", required_argument, NULL, 'c' }, { "control", required_argument, NULL, OPT_CONTROL },
+                { "format", required_argument, NULL, 'f' }, { "help", no_argument, NULL, 'h' },
+                {}
+        };
+        const char *file = NULL, *control = NULL;
+        enum sf_stats_format fmt = SF_STATS_TEXT;
+        int c;
+
+        optind = 1;
+        opterr = 0;
+        while ((c = getopt_long(argc, argv, "+:c:f:h", opts, NULL)) != -1) {
+                switch (c) {
+                case 'c': file = optarg; break;
+                case OPT_CONTROL: control = optarg; break;
+                case 'f':
+                        if (sf_stats_format_parse(optarg, &fmt) < 0)
+                                return sf_cli_usage_error("stats", "--format %s: expected text, json or prometheus",
+                                                          optarg);
+                        break;
+                case 'h':
+                        help();
+                        return 0;
+                case ':':
+                        return sf_cli_usage_error("stats", "option '%s' needs a value", argv[optind - 1]);
+                default:
+                        return sf_cli_usage_error("stats", "unknown option '%s'", argv[optind - 1]);
+                }
+        }
+        if (optind < argc)
+                return sf_cli_usage_error("stats", "unexpected argument '%s'", argv[optind]);
+        if (!file == !control)
+                return sf_cli_usage_error("stats", "give either -c FILE or --control PATH");
+
+        struct sf_endpoint ep;
+        if (control)
+                return control_parse(control, &ep) < 0 ? SF_EX_USAGE : ask(&ep, fmt);
+
+        struct sf_conf conf;
+        sf_conf_init(&conf);
+        int status = sf_cli_conf_load(&conf, file, NULL, 0, 0, NULL);
+        if (status == 0 && !conf.control_set) {
+                sf_log_error("%s: no control socket: add control = unix:/run/sockferry/control.sock to the "
+                             "[sockferry] section (and restart the relay), or give --control PATH",
+                             file);
+                status = SF_EX_CONFIG;
+        }
+        if (status == 0)
+                status = ask(&conf.control, fmt);
+        sf_conf_free(&conf);
+        return status;
+}

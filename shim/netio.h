@@ -1,0 +1,21 @@
+#pragma once
+/* Blocking client I/O with a deadline (poll), for the one-shot commands: check and stats. */
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "conf/endpoint.h"
+
+/* Milliseconds on the monotonic clock. */
+int64_t sf_netio_now_ms(void);
+
+/* Connects to ep (unix path, abstract name, tcp — each address the name resolves to, in
+ * order — or vsock) within timeout_ms. Returns the connected socket or -errno with the cause
+ * and the fix written to err, in the relay's words. The name lookup itself is not bounded. */
+int sf_netio_dial(const struct sf_endpoint *ep, uint64_t timeout_ms, char *err, size_t errlen);
+
+/* Waits until fd is readable or deadline (sf_netio_now_ms) passes, then reads at most len
+ * bytes: the count, 0 at end of file, -ETIMEDOUT, or -errno. */
+ssize_t sf_netio_read(int fd, void *buf, size_t len, int64_t deadline);
+
+/* Writes all len bytes before deadline: 0, -ETIMEDOUT or -errno. */
+int sf_netio_write_all(int fd, const void *buf, size_t len, int64_t deadline);

@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""The man pages and the bash completion cover what the code accepts (TAP output).
+
+Usage: test_manpages.py SOURCE_ROOT
+
+* every long and short option of every `sockferry COMMAND` (struct option arrays and
+  getopt strings of shim/cmd_*.c) is in doc/sockferry.1.scd and in the bash completion;
+* every command of shim/main.c is in both;
+* every configuration key (conf/conf.c keys[]) is in doc/sockferry.conf.5.scd;
+* every exit status the CLI defines (SF_EX_* in conf/conf.h, shim/cli.h) is in sockferry(1)'s EXIT STATUS.
+"""
+import pathlib
+import re
+import sys
+
+
+def main():
+    root = pathlib.Path(sys.argv[1])
+    man1 = (root / "doc" / "sockferry.1.scd").read_text()
+    man5 = (root / "doc" / "sockferry.conf.5.scd").read_text()
+    comp = (root / "packaging" / "bash-completion" / "sockferry").read_text()
+    tests = []
+
+    main_c = (root / "shim" / "main.c").read_text()
+    commands = re.findall(r'\{\s*"([a-z]+)",\s*sf_cmd_\w+\s*\}', main_c)
+    tests.append((len(commands) >= 3, f"shim/main.c lists commands ({', '.join(commands)})"))
+    for cmd in commands:
+        tests.append((f"*sockferry {cmd}*" in man1 or f"*{cmd}*" in man1, f"sockferry(1) documents the command {cmd}"))
+        tests.append((re.search(rf"\b{cmd}\b", comp.split("commands=")[1].splitlines()[0]) is not None,
+                      f"the completion offers the command {cmd}"))
+
+    for src in sorted((root / "shim").glob("cmd_*.c")):
+        text = src.read_text()
+        longs = set(re.findall(r'\{\s*"([a-z][a-z-]*)",\s*(?:required|no|optional)_argument', text))
+        shorts = set()
+        for spec in re.findall(r'getopt_long\([^,]+,[^,]+,\s*"([^"]*)"', text):
+            shorts |= {ch for ch in spec if ch.isalpha()}
+        for opt in sorted(longs):
+            tests.append((f"*--{opt}*" in man1, f"sockferry(1) documents --{opt} ({src.name})"))
+            tests.append((re.search(rf"(?<![\w-])--{opt}(?![\w-])", comp) is not None,
+                          f"the completion offers --{opt} ({src.name})"))
+        for ch in sorted(shorts):
+            tests.append((f"*-{ch}*" in man1, f"sockferry(1) documents -{ch} ({src.name})"))
+
+    conf = (root / "conf" / "conf.c").read_text()
+    table = conf[conf.index("} keys[] = {"):]
+    table = table[: table.index("};")]
+    keys = re.findall(r'\{\s*"([a-z-]+)",', table)
+    tests.append((len(keys) >= 10, f"conf/conf.c has a key table ({len(keys)} keys)"))
+    for key in keys:
+        tests.append((re.search(rf"^\*{re.escape(key)}\* =", man5, flags=re.M) is not None,
+                      f"sockferry.conf(5) documents the key {key}"))
+
+    cli_h = (root / "conf" / "conf.h").read_text() + (root / "shim" / "cli.h").read_text()
+    exit_section = man1[man1.index("# EXIT STATUS"):]
+    exit_section = exit_section[: exit_section.index("\n# ", 1)]
+    statuses = re.findall(r"#define\s+(SF_EX_\w+)\s+(\d+)", cli_h)
+    tests.append((len(statuses) >= 2, f"exit statuses defined: {statuses}"))
+    for name, num in statuses:
+        tests.append((f"*{num}*" in exit_section, f"sockferry(1) EXIT STATUS lists {num} ({name})"))
+
+    print(f"1..{len(tests)}")
+    for i, (ok, desc) in enumerate(tests, 1):
+        print(f"{'ok' if ok else 'not ok'} {i} - {desc}")
+    return 0 if all(ok for ok, _ in tests) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,633 @@
+#!/usr/bin/env python3
+"""Fault tests: the relay under restarts, crashes, resets, load and local access control.
+
+    test_faults.py --churn PATH/sf-churn [--seccomp 0|1] [--sanitized 0|1]
+
+Relay pairs run over loopback TCP with auth = token (container relay: unix -> tcp, host
+relay: tcp -> unix). sf-churn (tests/e2e/sf_churn.c) is the echo server and the client where
+Python is too slow (10 000 concurrent, 100 000 sequential). Every wait is bounded.
+fd exhaustion and max-conns are covered in test_relay.py (test_fd_exhaustion_pauses_without_
+spinning_and_recovers, test_max_conns_is_exact_and_does_not_spin)."""
+
+import argparse
+import os
+import resource
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sfharness import (Relay, Server, Skip, Tap, connect, free_port, run_sockferry,  # noqa: E402
+                       tmpdir, wait_for, VALGRIND)
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--churn", required=True)
+ap.add_argument("--seccomp", default="0")
+ap.add_argument("--sanitized", default="0")
+ARGS = ap.parse_args()
+CHURN = ARGS.churn
+# Under valgrind (SF_VALGRIND=1: the faults-valgrind test) relays are slower and the counts
+# smaller; memcheck makes every relay exit non-zero on a leak or memory error.
+SLOW = 5 if VALGRIND else 1
+# In an ASan build freed memory waits in ASan's quarantine (up to 256 MiB): RSS says nothing.
+RSS_MEANINGFUL = not VALGRIND and ARGS.sanitized != "1"
+
+
+def die_with_parent():
+    """preexec_fn: the helper gets SIGKILL when the test process dies, whatever happens."""
+    import ctypes
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+
+
+class Echo:
+    """sf-churn's epoll echo server on a unix path (replaces a stale socket there)."""
+
+    def __init__(self, path):
+        self.path = path
+        self.proc = subprocess.Popen([CHURN, "echo-server", path], stdout=subprocess.PIPE,
+                                     stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
+        if b"listening" not in self.proc.stdout.readline():
+            raise AssertionError("echo server did not start")
+
+    def kill(self):
+        """SIGKILL: the socket file stays behind, stale, as after a crash."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=10)
+        self.proc.stdout.close()
+
+
+class Pair:
+    """A host relay (tcp -> unix service) and a container relay (unix -> tcp) with a token."""
+
+    def __init__(self, d, service, quiet=True, cont_extra="", host_extra=""):
+        self.d = d
+        self.port = free_port()
+        self.token = os.path.join(d, "token")
+        rc, out, err = run_sockferry(["keygen", "-o", self.token])
+        assert rc == 0, err
+        self.q = ["-q"] if quiet else []
+        self.host_args = self.q + ["-F", "host:tcp:127.0.0.1:%d=unix:%s,auth=token,token-file=%s%s"
+                                   % (self.port, service, self.token, host_extra)]
+        self.host = Relay(["relay"] + self.host_args)
+        self.cont = Relay(["relay"] + self.q + [
+            "-F", "cont:unix:%s/cont.sock=tcp:127.0.0.1:%d,auth=token,token-file=%s,connect-timeout=2s%s"
+            % (d, self.port, self.token, cont_extra)])
+        self.sock = d + "/cont.sock"
+
+    def restart_host(self):
+        self.host = Relay(["relay"] + self.host_args)
+
+    def stop(self):
+        for r in (self.cont, self.host):
+            if r:
+                r.stop()
+
+
+def echo_once(path, data=b"ping", timeout=5):
+    s = connect(path, timeout=timeout)
+    got = b""
+    try:
+        s.sendall(data)
+        while len(got) < len(data):
+            b = s.recv(len(data) - len(got))
+            if not b:
+                break
+            got += b
+    except (ConnectionResetError, BrokenPipeError):
+        pass
+    finally:
+        s.close()
+    return got == data
+
+
+def closed_within(s, seconds):
+    """True when s sees EOF or a reset within seconds (reading and discarding what comes)."""
+    s.settimeout(0.2)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if s.recv(1 << 16) == b"":
+                return True
+        except socket.timeout:
+            continue
+        except (ConnectionResetError, BrokenPipeError):
+            return True
+    return False
+
+
+def refused_promptly(path, seconds=5 * SLOW):
+    """A new client is closed (EOF or reset) within seconds, not left hanging."""
+    s = connect(path)
+    try:
+        s.sendall(b"?")
+    except (BrokenPipeError, ConnectionResetError):
+        s.close()
+        return True
+    ok = closed_within(s, seconds)
+    s.close()
+    return ok
+
+
+def fds_back(r, before, what, timeout=10):
+    wait_for(lambda: r.fds() == before, timeout=timeout * SLOW,
+             what="%s fds back to %d (now %d)" % (what, before, r.fds()))
+
+
+# ---- restarts ---------------------------------------------------------------------------
+
+
+def test_host_relay_killed_and_restarted_while_container_relay_runs():
+    d = tmpdir()
+    echo = Echo(d + "/svc.sock")
+    p = Pair(d, d + "/svc.sock")
+    try:
+        cont_fds = p.cont.fds()
+        assert echo_once(p.sock)
+        old = [connect(p.sock) for _ in range(5)]
+        for s in old:
+            s.sendall(b"x")
+            assert s.recv(1) == b"x"
+        p.host.proc.kill()  # SIGKILL: no drain, no goodbye
+        p.host.proc.wait(timeout=10)
+        p.host.kill()
+        p.host = None
+        # the connections it carried end on the container side too, promptly
+        for s in old:
+            assert closed_within(s, 5 * SLOW), "an old connection hangs after the host relay died"
+            s.close()
+        # while it is down a new client is closed, not left hanging
+        start = time.monotonic()
+        assert refused_promptly(p.sock), "a client hangs while the host relay is down"
+        print("# while the host relay was down a client was closed after %.2fs" % (time.monotonic() - start))
+        wait_for(lambda: "upstream unavailable" in p.cont.text(), timeout=5 * SLOW,
+                 what="the container relay to say why")
+        # same port again: every new connection works
+        p.restart_host()
+        for i in range(50):
+            assert echo_once(p.sock, b"after-%d" % i), "connection %d after the restart failed" % i
+        fds_back(p.cont, cont_fds, "container relay")
+    finally:
+        try:
+            p.stop()
+        finally:
+            echo.kill()
+            shutil.rmtree(d)
+
+
+def test_upstream_service_killed_and_restarted_on_its_stale_socket():
+    d = tmpdir()
+    svc = d + "/svc.sock"
+    echo = Echo(svc)
+    r = Relay(["relay", "-F", "up:unix:%s/r.sock=unix:%s" % (d, svc)])
+    try:
+        before = r.fds()
+        assert echo_once(d + "/r.sock")
+        held = connect(d + "/r.sock")
+        held.sendall(b"h")
+        assert held.recv(1) == b"h"
+        echo.kill()
+        assert os.path.exists(svc), "the killed service should leave its socket file"
+        assert closed_within(held, 5 * SLOW), "a connection to the dead service hangs"
+        held.close()
+        assert refused_promptly(d + "/r.sock"), "a client hangs while the service is down"
+        wait_for(lambda: "upstream unavailable" in r.text(), timeout=5 * SLOW, what="the relay to say why")
+        echo = Echo(svc)  # replaces the stale socket, as services do
+        for i in range(50):
+            assert echo_once(d + "/r.sock", b"again-%d" % i), "connection %d after the restart failed" % i
+        fds_back(r, before, "relay")
+    finally:
+        try:
+            r.stop()
+        finally:
+            echo.kill()
+            shutil.rmtree(d)
+
+
+# ---- crashes and resets mid-stream ------------------------------------------------------
+
+STREAMER = r'''
+import socket, sys, threading, os
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+s.sendall((1 << 40).to_bytes(8, "big") + os.urandom(8))  # sink-source: endless download
+def down():
+    while s.recv(1 << 16):
+        pass
+threading.Thread(target=down, daemon=True).start()
+print("streaming", flush=True)
+chunk = os.urandom(1 << 16)
+while True:
+    s.sendall(chunk)
+'''
+
+
+def test_clients_killed_with_sigkill_mid_stream_leave_no_fd_behind():
+    d = tmpdir()
+    # the service's writer threads report every killed client on stderr: keep that quiet
+    saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 2)
+    try:
+        srv = Server("sink-source", d + "/svc.sock")
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
+    p = Pair(d, d + "/svc.sock")
+    procs = []
+    try:
+        assert p.cont.proc.poll() is None
+        cont_fds, host_fds = p.cont.fds(), p.host.fds()
+        for i in range(10):
+            procs.append(subprocess.Popen([sys.executable, "-c", STREAMER, p.sock], stdout=subprocess.PIPE,
+                                          preexec_fn=die_with_parent))
+        for c in procs:
+            assert c.stdout.readline() == b"streaming\n"
+        wait_for(lambda: p.cont.fds() >= cont_fds + 20, timeout=10 * SLOW, what="10 streams through the container relay")
+        time.sleep(0.5)  # bytes in flight both ways, buffers full
+        for c in procs:
+            c.send_signal(signal.SIGKILL)
+        for c in procs:
+            c.wait(timeout=10)
+            c.stdout.close()
+        procs = []
+        fds_back(p.cont, cont_fds, "container relay")
+        fds_back(p.host, host_fds, "host relay")
+        print("# 10 clients killed mid-stream: relay fds back to %d (container) and %d (host)" % (cont_fds, host_fds))
+        # and it still serves: 4 bytes down from the sink-source service
+        s = connect(p.sock, timeout=5)
+        s.sendall((4).to_bytes(8, "big") + b"seedseed")
+        assert len(s.recv(4, socket.MSG_WAITALL)) == 4
+        s.close()
+    finally:
+        for c in procs:
+            c.kill()
+            c.wait()
+        p.stop()
+        srv.stop()
+        shutil.rmtree(d)
+
+
+def resetting_server(path, after):
+    """Accepts, reads `after` bytes, then closes with SO_LINGER 0: the peer gets a reset."""
+    ls = socket.socket(socket.AF_UNIX)
+    ls.bind(path)
+    ls.listen(64)
+    stop = threading.Event()
+
+    def serve(c):
+        n = 0
+        try:
+            c.sendall(b"hello")
+            while n < after:
+                b = c.recv(1 << 16)
+                if not b:
+                    break
+                n += len(b)
+        except OSError:
+            pass
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        c.close()
+
+    def loop():
+        ls.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                c, _ = ls.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            threading.Thread(target=serve, args=(c,), daemon=True).start()
+
+    t = threading.Thread(target=loop, daemon=True)
+    t.start()
+    return stop, ls, t
+
+
+def test_tcp_server_resets_mid_stream_reach_the_client_and_leave_no_fd_behind():
+    # TCP upstream: a reset is a reset (SO_LINGER 0), through the container relay.
+    d = tmpdir()
+    port = free_port()
+    ls = socket.socket()
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind(("127.0.0.1", port))
+    ls.listen(64)
+    stop = threading.Event()
+
+    def loop():
+        ls.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                c, _ = ls.accept()
+            except socket.timeout:
+                continue
+            n = 0
+            c.settimeout(5)
+            try:
+                while n < 256 * 1024:
+                    b = c.recv(1 << 16)
+                    if not b:
+                        break
+                    n += len(b)
+            except OSError:
+                pass
+            c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            c.close()
+
+    t = threading.Thread(target=loop, daemon=True)
+    t.start()
+    r = Relay(["relay", "-q", "-F", "rst:unix:%s/r.sock=tcp:127.0.0.1:%d" % (d, port)])
+    try:
+        before = r.fds()
+        for i in range(10):
+            s = connect(d + "/r.sock")
+            s.settimeout(5)
+            ended = False
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                try:
+                    s.sendall(b"r" * 65536)
+                except (BrokenPipeError, ConnectionResetError):
+                    ended = True
+                    break
+                except socket.timeout:
+                    break
+            if not ended:
+                ended = closed_within(s, 5)
+            assert ended, "client %d still open 10s after the server reset" % i
+            s.close()
+        fds_back(r, before, "relay")
+    finally:
+        stop.set()
+        r.stop()
+        t.join(timeout=5)
+        ls.close()
+        shutil.rmtree(d)
+
+
+def test_upstream_resets_through_the_authenticated_pair():
+    d = tmpdir()
+    stop, ls, t = resetting_server(d + "/svc.sock", 128 * 1024)
+    p = Pair(d, d + "/svc.sock")
+    try:
+        cont_fds, host_fds = p.cont.fds(), p.host.fds()
+        for i in range(10):
+            s = connect(p.sock)
+            s.settimeout(5)
+            assert s.recv(5) == b"hello"
+            ended = False
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                try:
+                    s.sendall(b"u" * 65536)
+                except (BrokenPipeError, ConnectionResetError):
+                    ended = True
+                    break
+                except socket.timeout:
+                    break
+            if not ended:
+                ended = closed_within(s, 5)
+            assert ended, "client %d still open 10s after the service reset" % i
+            s.close()
+        fds_back(p.cont, cont_fds, "container relay")
+        fds_back(p.host, host_fds, "host relay")
+    finally:
+        stop.set()
+        p.stop()
+        t.join(timeout=5)
+        ls.close()
+        shutil.rmtree(d)
+
+
+# ---- load ---------------------------------------------------------------------------------
+
+
+def raise_own_nofile(want):
+    """Raises this process's descriptor limit (children inherit it) to want if it can, else
+    as far as the hard limit goes; returns the limit in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard < want:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, want))  # needs CAP_SYS_RESOURCE
+            return want
+        except (ValueError, OSError):
+            pass
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return hard
+
+
+def test_10000_concurrent_connections():
+    want = 500 if VALGRIND else 10000
+    # The relay holds two descriptors per connection (the client and the server one each, in
+    # their own processes); it raises its soft limit to the hard one, which it inherits.
+    limit = raise_own_nofile(2 * want + 64)
+    n = min(want, (limit - 64) // 2)
+    if n < want:
+        print("# RLIMIT_NOFILE hard limit %d and no CAP_SYS_RESOURCE to raise it: %d concurrent "
+              "connections, the most one relay can hold under it" % (limit, n))
+    if n < min(want, 1000):
+        raise Skip("RLIMIT_NOFILE %d is too low for this test" % limit)
+    d = tmpdir()
+    echo = Echo(d + "/svc.sock")
+    r = Relay(["relay", "-q", "-F", "many:unix:%s/m.sock=unix:%s/svc.sock,max-conns=20000" % (d, d)])
+    client = None
+    try:
+        before = r.fds()
+        cpu0 = r.cpu_seconds()
+        start = time.monotonic()
+        client = subprocess.Popen([CHURN, "hold", d + "/m.sock", str(n)], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=die_with_parent)
+        line = b""
+        box = []
+        t = threading.Thread(target=lambda: box.append(client.stdout.readline()), daemon=True)
+        t.start()
+        t.join(timeout=300)
+        line = box[0] if box else b""
+        assert line == b"open=%d\n" % n, "hold: %r %s" % (line, client.stderr.read1(4096) if not box else b"")
+        opened = time.monotonic() - start
+        held = r.fds()
+        rss = r.rss_kib()
+        assert held >= before + 2 * n, "relay holds %d fds, expected %d more than %d" % (held, 2 * n, before)
+        client.stdin.write(b"close\n")
+        client.stdin.flush()
+        out, err = client.communicate(timeout=120)
+        assert client.returncode == 0, err.decode(errors="replace")
+        client = None
+        fds_back(r, before, "relay", timeout=30)
+        print("# %d concurrent connections: opened and checked twice in %.1fs; relay fds %d -> %d -> %d, "
+              "RSS %d KiB while holding them, %.2fs CPU" % (n, opened, before, held, r.fds(), rss,
+                                                            r.cpu_seconds() - cpu0))
+        assert echo_once(d + "/m.sock")
+    finally:
+        if client:
+            client.kill()
+            client.wait()
+        r.stop()
+        echo.kill()
+        shutil.rmtree(d)
+
+
+def test_100000_sequential_connections_through_an_authenticated_pair_fds_and_rss_flat():
+    n = int(os.environ.get("SF_CHURN_N", "2000" if VALGRIND else "100000"))
+    d = tmpdir()
+    echo = Echo(d + "/svc.sock")
+    p = Pair(d, d + "/svc.sock")
+    try:
+        def churn(count, timeout):
+            c = subprocess.run([CHURN, "churn", p.sock, str(count)], capture_output=True, timeout=timeout)
+            assert c.returncode == 0, "sf-churn: %s %s" % (c.stdout.decode(), c.stderr.decode())
+            return c.stdout.decode().strip()
+
+        churn(200 if VALGRIND else 2000, 600)  # warm-up: buffer pool, allocator arenas, the first handshakes
+        time.sleep(0.5)
+        fds0 = (p.cont.fds(), p.host.fds())
+        rss0 = (p.cont.rss_kib(), p.host.rss_kib())
+        cpu0 = (p.cont.cpu_seconds(), p.host.cpu_seconds())
+        out = churn(n, 900 if not VALGRIND else 1800)
+        fds_back(p.cont, fds0[0], "container relay")
+        fds_back(p.host, fds0[1], "host relay")
+        time.sleep(0.5)
+        fds1 = (p.cont.fds(), p.host.fds())
+        rss1 = (p.cont.rss_kib(), p.host.rss_kib())
+        cpu1 = (p.cont.cpu_seconds() - cpu0[0], p.host.cpu_seconds() - cpu0[1])
+        print("# %s (sequential, 1 byte echoed, through container relay -> tcp auth=token -> host relay)" % out)
+        for i, name in enumerate(("container relay", "host relay")):
+            print("# %s: fds %d before, %d after; RSS %d KiB before, %d KiB after (%+d KiB); %.1fs CPU"
+                  % (name, fds0[i], fds1[i], rss0[i], rss1[i], rss1[i] - rss0[i], cpu1[i]))
+        for i, name in enumerate(("container relay", "host relay")):
+            assert fds1[i] == fds0[i], "%s fds %d -> %d" % (name, fds0[i], fds1[i])
+            if RSS_MEANINGFUL:  # valgrind and ASan check leaks themselves
+                assert rss1[i] - rss0[i] < 2048, "%s RSS grew by %d KiB" % (name, rss1[i] - rss0[i])
+    finally:
+        try:
+            p.stop()
+        finally:
+            echo.kill()
+            shutil.rmtree(d)
+
+
+# ---- allow-uid / allow-gid (SO_PEERCRED) --------------------------------------------------
+
+PEER = r'''
+import socket, sys
+s = socket.socket(socket.AF_UNIX); s.settimeout(5); s.connect(sys.argv[1])
+try:
+    s.sendall(b"peer")
+    b = s.recv(4)
+except OSError:
+    b = b""
+print("got=%r" % b)
+'''
+
+
+def as_user(uid, gid, path):
+    """Runs a client as uid:gid (no supplementary groups); returns what it received."""
+    c = subprocess.run(["setpriv", "--reuid", str(uid), "--regid", str(gid), "--clear-groups",
+                        sys.executable, "-c", PEER, path], capture_output=True, timeout=20)
+    assert c.returncode == 0, c.stderr.decode(errors="replace")
+    return c.stdout.decode().strip()
+
+
+def allow_setup(extra):
+    if os.geteuid() != 0:
+        raise Skip("needs root to connect as other users")
+    if not shutil.which("setpriv"):
+        raise Skip("needs setpriv (util-linux)")
+    d = tmpdir()
+    os.chmod(d, 0o755)  # other users reach the socket
+    echo = Echo(d + "/svc.sock")
+    r = Relay(["relay", "-F", "acl:unix:%s/a.sock=unix:%s/svc.sock,mode=0666%s" % (d, d, extra)])
+    return d, echo, r
+
+
+def test_allow_uid_refuses_other_users_and_logs_who():
+    d, echo, r = allow_setup(",allow-uid=0")
+    try:
+        before = r.fds()
+        assert echo_once(d + "/a.sock", b"peer"), "root (uid 0) was refused"
+        assert as_user(0, 65534, d + "/a.sock") == "got=b'peer'", "uid 0 with another gid was refused"
+        assert as_user(65534, 65534, d + "/a.sock") == "got=b''", "uid 65534 got through allow-uid=0"
+        wait_for(lambda: "refused a connection from uid 65534 gid 65534 (pid " in r.text(), timeout=5 * SLOW,
+                 what="the refusal, naming uid, gid and pid, in the log")
+        fds_back(r, before, "relay")
+    finally:
+        try:
+            r.stop()
+        finally:
+            echo.kill()
+            shutil.rmtree(d)
+
+
+def test_allow_gid_admits_the_group_and_refuses_others():
+    # gid 1 and uid 2 are in /etc/group and /etc/passwd on Debian (daemon, bin): an id that
+    # only an NSS module could answer would make glibc dlopen() it, which memcheck counts.
+    d, echo, r = allow_setup(",allow-gid=1,allow-uid=2")
+    try:
+        assert as_user(65534, 1, d + "/a.sock") == "got=b'peer'", "gid 1 was refused"
+        assert as_user(2, 65534, d + "/a.sock") == "got=b'peer'", "uid 2 was refused (allow-uid or allow-gid)"
+        assert as_user(65534, 65534, d + "/a.sock") == "got=b''", "gid 65534 got through allow-gid=1"
+        assert not echo_once(d + "/a.sock", b"peer"), "root got through allow-gid=1,allow-uid=2"
+        wait_for(lambda: "refused a connection from uid 65534 gid 65534" in r.text(), timeout=5 * SLOW,
+                 what="the refusal in the log")
+        wait_for(lambda: "refused a connection from uid 0 gid 0" in r.text(), timeout=5 * SLOW,
+                 what="root's refusal in the log")
+        assert "gid 1 (" not in r.text() and "uid 2 " not in r.text(), r.text()
+    finally:
+        try:
+            r.stop()
+        finally:
+            echo.kill()
+            shutil.rmtree(d)
+
+
+# ---- the seccomp sandbox --------------------------------------------------------------------
+
+
+def seccomp_mode(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("Seccomp:"):
+                return int(line.split()[1])
+    return -1
+
+
+def test_relay_runs_sandboxed_unless_told_not_to():
+    if ARGS.seccomp != "1":
+        raise Skip("built without the seccomp sandbox")
+    if VALGRIND:
+        raise Skip("the sandbox is off under valgrind")
+    d = tmpdir()
+    echo = Echo(d + "/svc.sock")
+    r = Relay(["relay", "-F", "sb:unix:%s/s.sock=unix:%s/svc.sock" % (d, d)])
+    with open(d + "/off.ini", "w") as f:
+        f.write("[sockferry]\nseccomp = no\n[off]\nlisten = unix:%s/o.sock\nconnect = unix:%s/svc.sock\n" % (d, d))
+    off = Relay(["relay", "-c", d + "/off.ini"])
+    try:
+        assert seccomp_mode(r.pid) == 2, "the relay runs without a seccomp filter"
+        assert seccomp_mode(off.pid) == 0, "seccomp = no still installed a filter"
+        assert echo_once(d + "/s.sock") and echo_once(d + "/o.sock")
+    finally:
+        r.stop()
+        off.stop()
+        echo.kill()
+        shutil.rmtree(d)
+
+
+if __name__ == "__main__":
+    sys.exit(Tap([
+        test_host_relay_killed_and_restarted_while_container_relay_runs,
+        test_upstream_service_killed_and_restarted_on_its_stale_socket,
+        test_clients_killed_with_sigkill_mid_stream_leave_no_fd_behind,
+        test_tcp_server_resets_mid_stream_reach_the_client_and_leave_no_fd_behind,
+        test_upstream_resets_through_the_authenticated_pair,
+        test_10000_concurrent_connections,
+        test_100000_sequential_connections_through_an_authenticated_pair_fds_and_rss_flat,
+        test_allow_uid_refuses_other_users_and_logs_who,
+        test_allow_gid_admits_the_group_and_refuses_others,
+        test_relay_runs_sandboxed_unless_told_not_to,
+    ]).run())

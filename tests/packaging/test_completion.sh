@@ -1,0 +1,49 @@
+#!/bin/bash
+# The bash completion, sourced into a plain bash (no bash-completion package needed).
+# Usage: test_completion.sh COMPLETION_FILE     (TAP output)
+set -u
+# shellcheck source=/dev/null
+source "$1" || { echo "1..1"; echo "not ok 1 - $1 sources"; exit 1; }
+
+n=0
+failed=0
+# complete WORDS... : sets COMPREPLY for the last word, as bash would on <TAB>.
+complete_words() {
+        COMP_WORDS=("$@")
+        COMP_CWORD=$((${#COMP_WORDS[@]} - 1))
+        COMP_LINE="$*"
+        COMP_POINT=${#COMP_LINE}
+        COMPREPLY=()
+        _sockferry sockferry "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD - 1]}"
+}
+# expect DESCRIPTION EXPECTED_REPLY -- WORDS...
+expect() {
+        local desc=$1 want=$2
+        shift 3
+        complete_words "$@"
+        local got="${COMPREPLY[*]}"
+        n=$((n + 1))
+        if [[ $got == "$want" ]]; then
+                echo "ok $n - $desc"
+        else
+                echo "not ok $n - $desc: got '$got', expected '$want'"
+                failed=1
+        fi
+}
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+touch "$tmp/host.conf" "$tmp/hosts"
+
+echo "1..10"
+expect "sockferry re<TAB> gives relay" "relay" -- sockferry re
+expect "sockferry k<TAB> gives keygen" "keygen" -- sockferry k
+expect "sockferry --v<TAB> gives --version" "--version" -- sockferry --v
+expect "relay --c<TAB> gives --config" "--config" -- sockferry relay --c
+expect "run --no<TAB> gives --no-preload" "--no-preload" -- sockferry run --no
+expect "relay -c <TAB> completes files" "$tmp/host.conf" -- sockferry relay -c "$tmp/host.c"
+expect "-F is free text until a ','" "" -- sockferry relay -F dock
+expect "-F ...,auth<TAB> offers the key" "d:unix:/a=tcp:h:1,auth=" -- sockferry relay -F "d:unix:/a=tcp:h:1,aut"
+expect "stats --format <TAB>" "json" -- sockferry stats --format j
+expect "keygen --f<TAB> gives --force" "--force" -- sockferry keygen --f
+exit $failed

@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""packaging/sockferry.conf.example is a valid configuration (TAP output).
+
+Usage: test_example_conf.py --config FILE --sockferry BINARY
+
+The example's paths and port are moved into a temporary tree (token made by keygen, a free
+loopback port), then `sockferry relay -c` must load it, bind every forward and report ready;
+SIGTERM must stop it with status 0.
+"""
+import argparse
+import os
+import pathlib
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--config", required=True)
+    ap.add_argument("--sockferry", required=True)
+    a = ap.parse_args()
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix="sf-example-"))
+    results = []
+    p = None
+    try:
+        text = pathlib.Path(a.config).read_text()
+        token = tmp / "token"
+        subprocess.run([a.sockferry, "keygen", "-o", str(token)], check=True, stderr=subprocess.DEVNULL)
+        text = re.sub(r"^token-file\s*=\s*\S+", f"token-file = {token}", text, flags=re.M)
+        text = text.replace("unix:/run/", f"unix:{tmp}/run/").replace("unix:/var/run/", f"unix:{tmp}/var/run/")
+        text = text.replace("tcp:127.0.0.1:7777", f"tcp:127.0.0.1:{free_port()}")
+        conf = tmp / "sockferry.conf"
+        conf.write_text(text)
+        p = subprocess.Popen([a.sockferry, "relay", "-c", str(conf)], stderr=subprocess.PIPE, text=True)
+        err = ""
+        deadline = time.time() + 10
+        while time.time() < deadline and p.poll() is None:
+            line = p.stderr.readline()
+            err += line
+            if "ready:" in line:
+                break
+        results.append(("ready:" in err, "sockferry relay loads the example and binds every forward", err))
+        p.send_signal(signal.SIGTERM)
+        try:
+            rc = p.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            rc = p.wait()
+        results.append((rc == 0, "SIGTERM stops it with status 0", f"status {rc}\n{p.stderr.read()}"))
+    finally:
+        if p and p.poll() is None:
+            p.kill()
+            p.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"1..{len(results)}")
+    for i, (ok, desc, detail) in enumerate(results, 1):
+        print(f"{'ok' if ok else 'not ok'} {i} - {desc}")
+        if not ok:
+            for line in detail.splitlines():
+                print(f"# {line}")
+    return 0 if all(r[0] for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
