@@ -17,7 +17,7 @@ meson setup build-asan --wipe -Dwerror=true -Db_sanitize=address,undefined -Db_l
         meson setup build-asan -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false -Dpreload=disabled
 ninja -C build-asan
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-        SF_BIG_MIB=16 $SUDO -E meson test -C build-asan --print-errorlogs --num-processes 2 \
+        SF_BIG_MIB=16 ${SUDO:+$SUDO -E} meson test -C build-asan --print-errorlogs --num-processes 2 \
         --no-suite preload
 
 # libFuzzer smoke run of every parser that takes outside input, from the committed corpora.
