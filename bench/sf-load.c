@@ -72,7 +72,7 @@ static uint64_t now_ns(void) {
 }
 
 static _Noreturn void die(const char *what) {
-        fprintf(stderr, "sf-load: %s: %m\n", what);
+        fprintf(stderr, "sf-load: %s: %s\n", what, strerror(errno));
         exit(EXIT_FAILURE);
 }
 
@@ -222,7 +222,7 @@ static void server_accept(const struct server *s, int ep) {
                 if (fd < 0) {
                         if (errno == EMFILE || errno == ENFILE) {
                                 if (!__atomic_exchange_n(&warned, true, __ATOMIC_RELAXED))
-                                        fprintf(stderr, "sf-load server: accept: %m\n");
+                                        fprintf(stderr, "sf-load server: accept: %s\n", strerror(errno));
                                 (void)nanosleep(&(struct timespec) { .tv_nsec = 1000000 }, NULL);
                         }
                         return; /* EAGAIN: another worker took it */
@@ -276,7 +276,7 @@ static void conn_event(int ep, struct conn *c, char *buf) {
                         return;
                 case REQ_CONN:
                         if (write(c->fd, "c", 1) != 1)
-                                fprintf(stderr, "sf-load server: conn answer: %m\n");
+                                fprintf(stderr, "sf-load server: conn answer: %s\n", strerror(errno));
                         conn_close(c);
                         return;
                 default:
@@ -292,7 +292,7 @@ static void conn_event(int ep, struct conn *c, char *buf) {
                 if ((size_t)n > off && buf[n - 1] != 0) {
                         uint64_t be = htobe64(c->count);
                         if (write(c->fd, &be, sizeof be) != sizeof be)
-                                fprintf(stderr, "sf-load server: upload count: %m\n");
+                                fprintf(stderr, "sf-load server: upload count: %s\n", strerror(errno));
                         conn_close(c);
                 }
         } else if ((size_t)n > off && write(c->fd, buf + off, (size_t)n - off) != n - (ssize_t)off)
@@ -527,7 +527,7 @@ static void *churner_run(void *arg) {
 
                 if (fd < 0 || write_all(fd, "c", 1) < 0 || read_all(fd, &c, 1) < 0) {
                         if (ch->errors++ == 0)
-                                fprintf(stderr, "sf-load conns: %s: %m\n", ch->o->connect);
+                                fprintf(stderr, "sf-load conns: %s: %s\n", ch->o->connect, strerror(errno));
                         if (fd >= 0)
                                 close(fd);
                         /* do not spin on a refusing endpoint */
@@ -591,7 +591,7 @@ static int cmd_idle(const struct opts *o) {
         for (; open < o->count; open++) {
                 int fd = endpoint_connect(&ep);
                 if (fd < 0 || write_all(fd, "px", 2) < 0 || read_all(fd, &c, 1) < 0) {
-                        fprintf(stderr, "sf-load idle: connection %u: %m\n", open + 1);
+                        fprintf(stderr, "sf-load idle: connection %u: %s\n", open + 1, strerror(errno));
                         if (fd >= 0)
                                 close(fd);
                         break;
@@ -644,7 +644,7 @@ int main(int argc, char **argv) {
                 { "count", required_argument, NULL, 'n' },
                 { "threads", required_argument, NULL, 'T' },
                 { "help", no_argument, NULL, 'h' },
-                {},
+                { NULL, 0, NULL, 0 },
         };
         long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
         struct opts o = {

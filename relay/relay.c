@@ -360,7 +360,6 @@ void sf_relay_stop(struct sf_relay *relay, uint64_t drain_ms, sf_relay_stopped_c
         relay->stopped_cb = cb;
         relay->stopped_data = data;
         size_t n = active_total(relay);
-        sf_log(SF_LOG_INFO, NULL, 0, "stopping: no new connections%s", n ? ", draining the open ones" : "");
         for (size_t i = 0; i < relay->n_fwds; i++) {
                 struct sf_fwd *f = &relay->fwds[i];
                 if (f->listen_poll_init) {
@@ -376,6 +375,8 @@ void sf_relay_stop(struct sf_relay *relay, uint64_t drain_ms, sf_relay_stopped_c
                  * queueing in a backlog nobody will accept. */
                 sf_listener_close(&f->listener);
         }
+        /* Said once the listeners are closed, so that it is true when read. */
+        sf_log(SF_LOG_INFO, NULL, 0, "stopping: no new connections%s", n ? ", draining the open ones" : "");
         if (n) {
                 uv_timer_init(relay->loop, &relay->drain);
                 relay->drain.data = relay;
