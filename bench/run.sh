@@ -11,11 +11,12 @@
 #   IDLE_COUNTS="1000 10000"   idle connections held in the memory test
 #   MODE=all          all | speed | memory
 #   ONLY=             contenders to run (default: every one available):
-#                     tcp unix socat proxyd sockferry sf-auth
+#                     tcp unix socat proxyd sockferry sf-pair sf-auth
 #   SF_ARGS=          extra arguments for `sockferry relay` (e.g. -q)
 #   WAIT_QUIET=0      before each contender, wait up to this many seconds for the machine to be
 #                     idle (under 10 % busy over 1 s); the busy % found is recorded either way
-#   OUT=BUILDDIR/bench-results   results.tsv, summary.tsv, memory.tsv and table.md go there
+#   OUT=BUILDDIR/bench-results   results.tsv (every figure), summary.tsv (for plot.sh) and
+#                                table.md (the tables printed) go there
 #
 # Everything runs on 127.0.0.1 and unix sockets in a temporary directory; every process this
 # script starts is stopped again when it exits.
@@ -82,6 +83,7 @@ fd_count() {
         for p in $(tree "$@"); do dirs+=("/proc/$p/fd"); done
         { find "${dirs[@]}" -mindepth 1 -maxdepth 1 2>/dev/null || true; } | wc -l
 }
+
 # Percentage of all CPU time spent busy during the next second.
 busy_pct() {
         local a b
@@ -100,7 +102,6 @@ wait_quiet() {
         while b=$(busy_pct); ((b >= 10 && SECONDS < until)); do :; done
         echo "$b"
 }
-
 
 kill_trees() {
         local pids p
@@ -162,7 +163,7 @@ AVAILABLE=(tcp unix)
 command -v socat >/dev/null && AVAILABLE+=(socat)
 [[ -x $PROXYD ]] && command -v systemd-socket-activate >/dev/null && AVAILABLE+=(proxyd)
 if [[ -x $SOCKFERRY ]]; then
-        AVAILABLE+=(sockferry)
+        AVAILABLE+=(sockferry sf-pair)
         "$SOCKFERRY" keygen -o "$T/token" >/dev/null 2>&1 && AVAILABLE+=(sf-auth)
 fi
 CONTENDERS=()
@@ -174,7 +175,7 @@ done
 fds_per_conn() {
         case $1 in
         proxyd) echo 6 ;;            # two sockets and two pipes for splice()
-        sockferry|sf-auth) echo 2 ;;
+        sockferry|sf-pair|sf-auth) echo 2 ;;
         *) echo 1 ;;                 # socat: one child per connection; client and server hold one
         esac
 }
@@ -203,6 +204,18 @@ start_contender() {
                 "$SOCKFERRY" relay $SF_ARGS \
                         -F "b:unix:$T/sf.sock=tcp:127.0.0.1:$SRV_PORT,max-conns=$MAXC" 2>>"$T/$NAME.log" &
                 ROOTS=($!)
+                ;;
+        sf-pair)
+                # the same relay pair as sf-auth with auth = none: the cost of the handshake alone
+                EP=unix:$T/sfp.sock
+                # shellcheck disable=SC2086
+                "$SOCKFERRY" relay $SF_ARGS -F "host:tcp:127.0.0.1:$LINK_PORT=unix:$T/srv.sock,max-conns=$MAXC" \
+                        2>>"$T/$NAME.log" &
+                ROOTS=($!)
+                # shellcheck disable=SC2086
+                "$SOCKFERRY" relay $SF_ARGS -F "ctr:unix:$T/sfp.sock=tcp:127.0.0.1:$LINK_PORT,max-conns=$MAXC" \
+                        2>>"$T/$NAME.log" &
+                ROOTS+=($!)
                 ;;
         sf-auth)
                 EP=unix:$T/sfa.sock
