@@ -44,6 +44,10 @@ static void on_stopped(struct sf_relay *relay, void *data) {
         m->control = NULL;
         uv_close((uv_handle_t *)&m->sigterm, NULL);
         uv_close((uv_handle_t *)&m->sigint, NULL);
+        /* Closing the handles restores the default action: a late second SIGTERM would turn
+         * the clean exit that is under way into a death by signal. */
+        signal(SIGTERM, SIG_IGN);
+        signal(SIGINT, SIG_IGN);
 }
 
 static void on_fatal(struct sf_relay *relay, int err, void *data) {

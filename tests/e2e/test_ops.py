@@ -523,6 +523,7 @@ def test_socket_activation_by_name_and_by_fd():
                 s.close()
                 r.signal(signal.SIGTERM)
                 notified(r, b"STOPPING=1")
+                assert r.wait() == 0
             finally:
                 r.stop()
             # a passed socket belongs to the unit: sockferry never removes it
