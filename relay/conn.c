@@ -543,6 +543,21 @@ static void dial_start(struct sf_conn *c) {
 
 /* ---- the link handshake ----------------------------------------------------------------- */
 
+static void handshake_failed(struct sf_conn *c, enum sf_link_err kind, const char *msg) {
+        note_error(c, link_counter(c, kind), msg);
+        if (sf_fwd_ratelimit(c->fwd))
+                sf_log(SF_LOG_ERROR, fname(c), c->id, "%s", msg);
+        sf_conn_close(c, msg);
+}
+
+/* Listening side: a client failed the handshake; counted, and logged as a warning since it
+ * is the peer's problem, not ours. */
+static void client_refused(struct sf_conn *c, uint64_t *counter, const char *msg) {
+        note_error(c, counter, msg);
+        if (sf_fwd_ratelimit(c->fwd))
+                sf_log(SF_LOG_WARN, fname(c), c->id, "%s", msg);
+}
+
 static void wrong_peer(struct sf_conn *c) {
         char msg[300];
         /* Quote a little more than a greeting's length when the peer already sent it: a
@@ -552,18 +567,7 @@ static void wrong_peer(struct sf_conn *c) {
                 if (n > 0)
                         c->hs_len += (uint16_t)n;
         }
-        note_error(c, link_counter(c, sf_link_wrong_peer(c->hs, c->hs_len, cand_ep(c)->text, msg, sizeof msg)),
-                   msg);
-        if (sf_fwd_ratelimit(c->fwd))
-                sf_log(SF_LOG_ERROR, fname(c), c->id, "%s", msg);
-        sf_conn_close(c, msg);
-}
-
-static void handshake_failed(struct sf_conn *c, enum sf_link_err kind, const char *msg) {
-        note_error(c, link_counter(c, kind), msg);
-        if (sf_fwd_ratelimit(c->fwd))
-                sf_log(SF_LOG_ERROR, fname(c), c->id, "%s", msg);
-        sf_conn_close(c, msg);
+        handshake_failed(c, sf_link_wrong_peer(c->hs, c->hs_len, cand_ep(c)->text, msg, sizeof msg), msg);
 }
 
 /* Reads up to want-hs_len bytes of a handshake frame. 1: complete, 0: more to come,
@@ -628,27 +632,21 @@ static void on_client_frame(struct sf_conn *c) {
         if (r == -EPROTO) {
                 snprintf(msg, sizeof msg, "wrong peer: %s is not a sockferry relay (it did not answer our greeting)",
                          peer);
-                note_error(c, &fwd->stats.err_wrong_peer, msg);
-                if (sf_fwd_ratelimit(fwd))
-                        sf_log(SF_LOG_WARN, fname(c), c->id, "%s", msg);
+                client_refused(c, &fwd->stats.err_wrong_peer, msg);
                 sf_conn_close(c, msg);
                 return;
         }
         if (r == -EPROTONOSUPPORT) {
                 snprintf(msg, sizeof msg, "version mismatch: %s speaks sockferry/%u, we speak sockferry/%u", peer,
                          version, SF_HS_VERSION);
-                note_error(c, &fwd->stats.err_other, msg);
-                if (sf_fwd_ratelimit(fwd))
-                        sf_log(SF_LOG_WARN, fname(c), c->id, "%s", msg);
+                client_refused(c, &fwd->stats.err_other, msg);
                 send_status_and_linger(c, SF_HS_VERSION_MISMATCH, "");
                 return;
         }
         if (r == -EACCES) {
                 snprintf(msg, sizeof msg, "auth rejected: %s does not hold our token (%s)", peer,
                          fwd->token_file ? fwd->token_file : "token-file");
-                note_error(c, &fwd->stats.err_auth, msg);
-                if (sf_fwd_ratelimit(fwd))
-                        sf_log(SF_LOG_WARN, fname(c), c->id, "%s", msg);
+                client_refused(c, &fwd->stats.err_auth, msg);
                 send_status_and_linger(c, SF_HS_AUTH_REJECTED, "");
                 return;
         }
