@@ -483,6 +483,11 @@ static void describe_bad_key(const char *name, bool global, char *msg, size_t si
                         continue;
                 append(msg, size, "%s %s", first ? "" : ",", keys[i].name);
                 first = false;
+                /* The distance is at least the difference in length: skip what cannot be
+                 * within the two edits suggested below. */
+                size_t ln = strlen(name), lk = strlen(keys[i].name);
+                if (ln > lk + 2 || lk > ln + 2)
+                        continue;
                 size_t d = edit_distance(name, keys[i].name);
                 if (d < best_d) {
                         best_d = d;

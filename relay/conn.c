@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/epoll.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -16,7 +17,9 @@
 
 #include "conf/log.h"
 #include "relay/bufpool.h"
+#include "relay/evset.h"
 #include "relay/linkmsg.h"
+#include "relay/pipepool.h"
 
 /* Side 0 is the accepted client, side 1 the upstream. dir[i] carries bytes read from side i
  * that still have to be written to side 1-i. */
@@ -34,11 +37,19 @@ enum conn_state {
 #define LINGER_MS 2000
 #define PUMP_ROUNDS 8
 
+/* A direction moves its bytes through a pooled buffer (recv/send), or through a pooled pipe
+ * with splice(2) once a read has filled the whole buffer: bulk data then stays in the kernel,
+ * while small messages keep the path with the fewest system calls. Either holds bytes only
+ * while the other side has not taken them. */
 struct dir {
         char *buf;
         uint32_t off, len;
-        bool eof;  /* read side returned EOF */
-        bool shut; /* the EOF was passed on with shutdown(SHUT_WR) */
+        struct sf_pipe pipe;
+        size_t pipe_len;
+        bool bulk;      /* a read filled the buffer: splice from now on */
+        bool no_splice; /* these sockets refused splice: copy */
+        bool eof;       /* read side returned EOF */
+        bool shut;      /* the EOF was passed on with shutdown(SHUT_WR) */
 };
 
 struct gai_req {
@@ -52,12 +63,13 @@ struct sf_conn {
         uint64_t id;
         enum conn_state state;
         bool closing;
-        unsigned pending_closes;
 
         int fd[2];
-        uv_poll_t poll[2];
-        bool poll_init[2];
-        int mask[2];
+        /* Edge-triggered readiness: set by an event, cleared only when a call says EAGAIN
+         * (or a read comes back short, which on a stream socket means it is empty). rdhup
+         * keeps a read going to the EOF that arrived with the last edge. */
+        struct sf_ev ev[2];
+        bool rd[2], wr[2], rdhup[2];
         uv_timer_t timer;
         uint64_t last_activity;
         struct dir dir[2];
@@ -77,12 +89,15 @@ struct sf_conn {
         bool hs_await_status; /* we sent our frame upstream: its status comes first */
         uint8_t hs_flags;
         uint16_t hs_len;
+        /* The nonces of the handshake with our client (we are its server) and of the one with
+         * our upstream (we are its client): a relay chained between two links runs both. */
         uint8_t snonce[SF_HS_NONCE_LEN], cnonce[SF_HS_NONCE_LEN];
+        uint8_t up_snonce[SF_HS_NONCE_LEN], up_cnonce[SF_HS_NONCE_LEN];
         uint8_t hs[SF_HS_STATUS_MAX];
 };
 
 static void dial_next(struct sf_conn *c);
-static void update_polls(struct sf_conn *c);
+static void progress(struct sf_conn *c);
 
 static const char *fname(const struct sf_conn *c) {
         return c->fwd->conf->name;
@@ -115,29 +130,20 @@ static uint64_t *link_counter(struct sf_conn *c, enum sf_link_err kind) {
 
 static void try_next_addr(struct sf_conn *c);
 
-static void on_handle_closed(uv_handle_t *h) {
+static void on_timer_closed(uv_handle_t *h) {
         struct sf_conn *c = h->data;
-        if (--c->pending_closes > 0)
-                return;
-        if (!c->closing) {
-                /* A dial attempt's watcher was released: go on with the next address or candidate. */
-                if (c->state == ST_DIALING) {
-                        if (c->ai_next)
-                                try_next_addr(c);
-                        else
-                                dial_next(c);
-                }
-                return;
-        }
         struct sf_fwd *fwd = c->fwd;
         free(c);
         sf_fwd_conn_gone(fwd);
 }
 
 static void release_buf(struct sf_conn *c, int i) {
-        sf_bufpool_put(c->fwd->pool, c->dir[i].buf);
-        c->dir[i].buf = NULL;
-        c->dir[i].off = c->dir[i].len = 0;
+        struct dir *d = &c->dir[i];
+        sf_bufpool_put(c->fwd->pool, d->buf);
+        d->buf = NULL;
+        d->off = d->len = 0;
+        sf_pipepool_put(c->fwd->pipes, &d->pipe, d->pipe_len);
+        d->pipe_len = 0;
 }
 
 void sf_conn_close(struct sf_conn *c, const char *reason) {
@@ -156,14 +162,10 @@ void sf_conn_close(struct sf_conn *c, const char *reason) {
                 c->next->prev = c->prev;
         fwd->stats.active--;
 
-        /* uv_close stops the watcher at once, so the descriptor can be closed right after;
-         * the memory waits for every close callback. */
+        /* close() drops a socket from the epoll set; the memory waits for the timer's close
+         * callback, after any event of the current batch that still names it. */
+        sf_evset_cancel(c->fwd->ev, &c->ev[CLIENT]);
         for (int i = 0; i < 2; i++) {
-                if (c->poll_init[i]) {
-                        c->poll_init[i] = false;
-                        c->pending_closes++;
-                        uv_close((uv_handle_t *)&c->poll[i], on_handle_closed);
-                }
                 if (c->fd[i] >= 0) {
                         close(c->fd[i]);
                         c->fd[i] = -1;
@@ -178,8 +180,7 @@ void sf_conn_close(struct sf_conn *c, const char *reason) {
                 freeaddrinfo(c->ai_list);
                 c->ai_list = c->ai_next = NULL;
         }
-        c->pending_closes++;
-        uv_close((uv_handle_t *)&c->timer, on_handle_closed);
+        uv_close((uv_handle_t *)&c->timer, on_timer_closed);
 }
 
 /* ---- timers ---------------------------------------------------------------------------- */
@@ -210,21 +211,13 @@ static void cand_log_failure(struct sf_conn *c, const char *cause) {
         }
 }
 
-/* Drops the upstream socket of a failed attempt; with a watcher, the next attempt waits for
- * libuv to release it (on_handle_closed continues). Returns true when it has to wait. */
-static bool drop_upstream(struct sf_conn *c) {
-        bool wait = false;
-        if (c->poll_init[UPSTREAM]) {
-                c->poll_init[UPSTREAM] = false;
-                c->pending_closes++;
-                uv_close((uv_handle_t *)&c->poll[UPSTREAM], on_handle_closed);
-                wait = true;
-        }
+/* Drops the upstream socket of a failed attempt (close() takes it out of the epoll set). */
+static void drop_upstream(struct sf_conn *c) {
         if (c->fd[UPSTREAM] >= 0) {
                 close(c->fd[UPSTREAM]);
                 c->fd[UPSTREAM] = -1;
         }
-        return wait;
+        c->rd[UPSTREAM] = c->wr[UPSTREAM] = c->rdhup[UPSTREAM] = false;
 }
 
 /* A candidate failed: remember why, log on state change only, try the next one. */
@@ -246,11 +239,10 @@ static void cand_failed(struct sf_conn *c, int e, const char *detail) {
                 freeaddrinfo(c->ai_list);
                 c->ai_list = c->ai_next = NULL;
         }
-        bool wait = drop_upstream(c);
+        drop_upstream(c);
         c->cand = (c->cand + 1) % (int)c->fwd->conf->n_connect;
         c->tries++;
-        if (!wait)
-                dial_next(c);
+        dial_next(c);
 }
 
 static void send_status_and_linger(struct sf_conn *c, enum sf_hs_status st, const char *reason) {
@@ -266,7 +258,7 @@ static void send_status_and_linger(struct sf_conn *c, enum sf_hs_status st, cons
         c->state = ST_LINGER;
         drop_upstream(c);
         timer_arm(c, LINGER_MS);
-        update_polls(c);
+        progress(c);
 }
 
 static void all_candidates_failed(struct sf_conn *c) {
@@ -296,7 +288,6 @@ static bool is_net_family(int family) {
 }
 
 static void start_relaying(struct sf_conn *c);
-static void on_poll(uv_poll_t *h, int status, int events);
 
 /* Listening side of an authenticated link: the upstream answers, tell the client. The status
  * frame is queued ahead of the upstream's bytes. Returns false when the connection is gone. */
@@ -314,9 +305,13 @@ static bool server_confirm(struct sf_conn *c) {
                 sf_conn_close(c, "out of memory");
                 return false;
         }
+        /* Bytes of the far end read along with its status frame go after ours; they fit where
+         * that frame was, which was no shorter than this one. */
+        uint32_t rest = d->len - d->off;
+        memmove(d->buf + n, d->buf + d->off, rest);
         memcpy(d->buf, c->hs, n);
         d->off = 0;
-        d->len = (uint32_t)n;
+        d->len = (uint32_t)n + rest;
         c->hs_server = false;
         return true;
 }
@@ -335,19 +330,15 @@ static void upstream_connected(struct sf_conn *c) {
                 int one = 1;
                 setsockopt(c->fd[UPSTREAM], IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         }
-        if (!c->poll_init[UPSTREAM]) {
-                uv_poll_init(fwd->loop, &c->poll[UPSTREAM], c->fd[UPSTREAM]);
-                c->poll[UPSTREAM].data = c;
-                c->poll_init[UPSTREAM] = true;
-                c->mask[UPSTREAM] = 0;
-        }
+        /* A socket that just connected has an empty send buffer. */
+        c->wr[UPSTREAM] = true;
         uv_timer_stop(&c->timer);
 
         if (fwd->has_key && is_net_family(c->upstream_family)) {
                 c->state = ST_AWAIT_HELLO;
                 c->hs_len = 0;
                 timer_arm(c, fwd->conf->handshake_timeout_ms);
-                update_polls(c);
+                progress(c);
                 return;
         }
         if (c->hs_server && !server_confirm(c))
@@ -395,33 +386,34 @@ static int sockaddr_for(const struct sf_endpoint *ep, struct sockaddr_storage *s
         return -1; /* a name: resolve first */
 }
 
-/* Starts a non-blocking connect to addr. Returns 0 when connected or in progress (watch
- * for writable), -errno on failure. */
+/* Starts a non-blocking connect to addr. Returns 0 when connected or in progress (an event
+ * says when it is done), -errno on failure. */
 static int connect_addr(struct sf_conn *c, const struct sockaddr *addr, socklen_t len, bool *in_progress) {
+        *in_progress = false;
         int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         if (fd < 0)
                 return -errno;
-        *in_progress = false;
-        c->fd[UPSTREAM] = fd;
         c->upstream_family = addr->sa_family;
-        if (connect(fd, addr, len) == 0)
-                return 0;
-        if (errno == EINPROGRESS) {
+        int e = connect(fd, addr, len) < 0 ? errno : 0;
+        if (e == EINPROGRESS) {
                 *in_progress = true;
-                return 0;
+                e = 0;
         }
-        int e = errno;
-        close(fd);
-        c->fd[UPSTREAM] = -1;
-        return -e;
-}
-
-static void watch_connect(struct sf_conn *c) {
-        uv_poll_init(c->fwd->loop, &c->poll[UPSTREAM], c->fd[UPSTREAM]);
-        c->poll[UPSTREAM].data = c;
-        c->poll_init[UPSTREAM] = true;
-        c->mask[UPSTREAM] = UV_WRITABLE;
-        uv_poll_start(&c->poll[UPSTREAM], UV_WRITABLE, on_poll);
+        /* Added after connect(): a socket not connected yet reports EPOLLHUP, and the ADD
+         * itself reports a connection that completed in between. */
+        if (e == 0) {
+                int r = sf_evset_add(c->fwd->ev, fd, &c->ev[UPSTREAM]);
+                if (r < 0) {
+                        e = -r;
+                        *in_progress = false;
+                }
+        }
+        if (e) {
+                close(fd);
+                return -e;
+        }
+        c->fd[UPSTREAM] = fd;
+        return 0;
 }
 
 static uint64_t remaining_ms(struct sf_conn *c) {
@@ -438,7 +430,6 @@ static void try_next_addr(struct sf_conn *c) {
                 int r = connect_addr(c, ai->ai_addr, ai->ai_addrlen, &in_progress);
                 if (r == 0) {
                         if (in_progress) {
-                                watch_connect(c);
                                 timer_arm(c, remaining_ms(c));
                         } else {
                                 upstream_connected(c);
@@ -499,21 +490,30 @@ static void dial_candidate(struct sf_conn *c) {
         }
         bool in_progress;
         int r = connect_addr(c, (struct sockaddr *)&ss, len, &in_progress);
-        if (r == -EAGAIN && family == AF_UNIX) {
-                /* A unix listener with a full backlog: the kernel does not queue us, so retry
-                 * shortly until connect-timeout rather than failing a burst of clients. */
+        bool retry = r == -EAGAIN && family == AF_UNIX;
+        if (r == -EMFILE || r == -ENFILE) {
+                /* The accept took the last descriptor: stop accepting more, and let this
+                 * client wait for one as it would in the backlog. */
+                char what[300];
+                snprintf(what, sizeof what, "connect %s", ep->text);
+                sf_fwd_pause_out_of_fds(c->fwd, what, -r);
+                retry = true;
+        }
+        if (retry) {
+                /* Also a unix listener with a full backlog: the kernel does not queue us, so
+                 * retry shortly until connect-timeout rather than failing a burst of clients. */
                 if (uv_now(c->fwd->loop) + UNIX_RETRY_MS < c->dial_deadline) {
                         timer_arm(c, UNIX_RETRY_MS);
                         return;
                 }
-                r = -ETIMEDOUT;
+                if (r == -EAGAIN)
+                        r = -ETIMEDOUT;
         }
         if (r < 0) {
                 cand_failed(c, -r, NULL);
                 return;
         }
         if (in_progress) {
-                watch_connect(c);
                 timer_arm(c, remaining_ms(c));
         } else {
                 upstream_connected(c);
@@ -527,8 +527,6 @@ static void dial_next(struct sf_conn *c) {
                 all_candidates_failed(c);
                 return;
         }
-        if (c->poll_init[UPSTREAM] || c->pending_closes > 0)
-                return; /* on_handle_closed continues once the old watcher is released */
         c->dial_deadline = uv_now(c->fwd->loop) + c->fwd->conf->connect_timeout_ms;
         dial_candidate(c);
 }
@@ -537,7 +535,6 @@ static void dial_start(struct sf_conn *c) {
         c->state = ST_DIALING;
         c->tries = 0;
         c->cand = c->fwd->last_good >= 0 ? c->fwd->last_good : 0;
-        update_polls(c);
         dial_next(c);
 }
 
@@ -547,7 +544,11 @@ static void handshake_failed(struct sf_conn *c, enum sf_link_err kind, const cha
         note_error(c, link_counter(c, kind), msg);
         if (sf_fwd_ratelimit(c->fwd))
                 sf_log(SF_LOG_ERROR, fname(c), c->id, "%s", msg);
-        sf_conn_close(c, msg);
+        /* Chained between two links: our client is a relay waiting for our status. */
+        if (c->hs_server)
+                send_status_and_linger(c, SF_HS_UPSTREAM_UNAVAILABLE, msg);
+        else
+                sf_conn_close(c, msg);
 }
 
 /* Listening side: a client failed the handshake; counted, and logged as a warning since it
@@ -583,7 +584,10 @@ static int hs_read(struct sf_conn *c, int side, size_t want) {
                         return -1;
                 if (errno == EINTR)
                         continue;
-                return errno == EAGAIN ? 0 : -2;
+                if (errno != EAGAIN)
+                        return -2;
+                c->rd[side] = false;
+                return 0;
         }
         return 1;
 }
@@ -618,6 +622,14 @@ static void on_client_frame(struct sf_conn *c) {
         int r = hs_read(c, CLIENT, SF_HS_CLIENT_LEN);
         if (r == 0)
                 return;
+        uint8_t version = 0;
+        int v = r > 0 ? sf_hs_client_verify(c->hs, &fwd->key, c->snonce, c->cnonce, &c->hs_flags, &version) : 0;
+        if (r > 0 && v == 0) {
+                uv_timer_stop(&c->timer);
+                dial_start(c);
+                return;
+        }
+        /* Only a refusal names the peer: getpeername is not for every connection. */
         char peer[96], msg[256];
         peer_name(c, peer, sizeof peer);
         if (r < 0) {
@@ -626,9 +638,8 @@ static void on_client_frame(struct sf_conn *c) {
                 sf_conn_close(c, msg);
                 return;
         }
-        /* Check the magic before anything else so a stray client is named as such. */
-        uint8_t version = 0;
-        r = sf_hs_client_verify(c->hs, &fwd->key, c->snonce, c->cnonce, &c->hs_flags, &version);
+        /* The magic is checked before anything else so a stray client is named as such. */
+        r = v;
         if (r == -EPROTO) {
                 snprintf(msg, sizeof msg, "wrong peer: %s is not a sockferry relay (it did not answer our greeting)",
                          peer);
@@ -650,15 +661,10 @@ static void on_client_frame(struct sf_conn *c) {
                 send_status_and_linger(c, SF_HS_AUTH_REJECTED, "");
                 return;
         }
-        if (c->hs_flags & ~SF_HS_FLAGS_KNOWN) {
-                snprintf(msg, sizeof msg, "bad frame: %s set flags this relay does not know (0x%02x)", peer,
-                         c->hs_flags);
-                note_error(c, &fwd->stats.err_other, msg);
-                send_status_and_linger(c, SF_HS_BAD_FRAME, "unknown flags");
-                return;
-        }
-        uv_timer_stop(&c->timer);
-        dial_start(c);
+        /* -EBADMSG: the MAC holds, the flags are not ours. */
+        snprintf(msg, sizeof msg, "bad frame: %s set flags this relay does not know (0x%02x)", peer, c->hs_flags);
+        note_error(c, &fwd->stats.err_other, msg);
+        send_status_and_linger(c, SF_HS_BAD_FRAME, "unknown flags");
 }
 
 /* Connecting side: the peer relay's greeting. */
@@ -678,7 +684,7 @@ static void on_hello(struct sf_conn *c) {
                 return;
         }
         uint8_t version = 0;
-        r = sf_hs_hello_parse(c->hs, c->snonce, &version);
+        r = sf_hs_hello_parse(c->hs, c->up_snonce, &version);
         if (r == -EPROTONOSUPPORT) {
                 char msg[300];
                 handshake_failed(c, sf_link_version_mismatch(version, cand_ep(c)->text, msg, sizeof msg), msg);
@@ -688,7 +694,7 @@ static void on_hello(struct sf_conn *c) {
                 wrong_peer(c);
                 return;
         }
-        sf_hs_nonce_new(c->cnonce);
+        sf_hs_nonce_new(c->up_cnonce);
         struct dir *d = &c->dir[CLIENT];
         d->buf = sf_bufpool_get(fwd->pool);
         if (!d->buf) {
@@ -696,7 +702,7 @@ static void on_hello(struct sf_conn *c) {
                 return;
         }
         /* The frame is queued ahead of the client's bytes: they may follow at once, no round trip. */
-        sf_hs_client_build((uint8_t *)d->buf, &fwd->key, c->snonce, c->cnonce, 0);
+        sf_hs_client_build((uint8_t *)d->buf, &fwd->key, c->up_snonce, c->up_cnonce, 0);
         d->off = 0;
         d->len = SF_HS_CLIENT_LEN;
         c->hs_await_status = true;
@@ -707,9 +713,47 @@ static void on_hello(struct sf_conn *c) {
 }
 
 /* Connecting side: the status frame that follows our client frame. */
+static void count_bytes(struct sf_conn *c, int from, size_t n);
+
+/* Connecting side, first read after our client frame: the status frame and usually the
+ * upstream's first bytes arrive together, so they are read in one call into the direction's
+ * buffer; the frame is taken from its front and the rest waits there for the client. 1: read
+ * (the frame may still be incomplete), 0: nothing yet, -1: closed or failed. */
+static int status_read_first(struct sf_conn *c) {
+        struct dir *d = &c->dir[UPSTREAM];
+        if (!d->buf && !(d->buf = sf_bufpool_get(c->fwd->pool)))
+                return -1;
+        ssize_t n;
+        do
+                n = recv(c->fd[UPSTREAM], d->buf, SF_BUF_SIZE, 0);
+        while (n < 0 && errno == EINTR);
+        if (n < 0 && errno == EAGAIN) {
+                c->rd[UPSTREAM] = false;
+                return 0;
+        }
+        if (n <= 0)
+                return -1;
+        size_t take = (size_t)n;
+        size_t need = sf_hs_status_frame_len((const uint8_t *)d->buf, (size_t)n);
+        if (need && need < take)
+                take = need;
+        memcpy(c->hs, d->buf, take);
+        c->hs_len = (uint16_t)take;
+        d->off = (uint32_t)take;
+        d->len = (uint32_t)n;
+        count_bytes(c, UPSTREAM, (size_t)n - take);
+        if (n < SF_BUF_SIZE && !c->rdhup[UPSTREAM])
+                c->rd[UPSTREAM] = false;
+        return 1;
+}
+
 static void on_status(struct sf_conn *c) {
         struct sf_fwd *fwd = c->fwd;
-        int r = hs_read(c, UPSTREAM, 2);
+        int r = 1;
+        if (c->hs_len == 0)
+                r = status_read_first(c);
+        if (r == 1 && c->hs_len < 2)
+                r = hs_read(c, UPSTREAM, 2);
         if (r == 1)
                 r = hs_read(c, UPSTREAM, sf_hs_status_frame_len(c->hs, c->hs_len));
         if (r == 0)
@@ -721,7 +765,7 @@ static void on_status(struct sf_conn *c) {
         }
         enum sf_hs_status st;
         char reason[SF_HS_REASON_MAX + 1];
-        r = sf_hs_status_parse(c->hs, c->hs_len, &fwd->key, c->snonce, c->cnonce, &st, reason);
+        r = sf_hs_status_parse(c->hs, c->hs_len, &fwd->key, c->up_snonce, c->up_cnonce, &st, reason);
         enum sf_link_err kind = sf_link_status_explain(r, st, reason, cand_ep(c)->text, fwd->token_file, msg, sizeof msg);
         if (kind != SF_LINK_OK) {
                 handshake_failed(c, kind, msg);
@@ -737,37 +781,52 @@ static void on_status(struct sf_conn *c) {
 /* ---- relaying ----------------------------------------------------------------------------- */
 
 static bool dir_pending(const struct dir *d) {
-        return d->off < d->len;
+        return d->off < d->len || d->pipe_len > 0;
 }
 
 static void start_relaying(struct sf_conn *c) {
         c->state = ST_RELAYING;
         if (!c->hs_await_status)
                 idle_arm(c);
-        update_polls(c);
+        progress(c);
 }
 
 static void pass_eof(struct sf_conn *c, int from) {
         struct dir *d = &c->dir[from];
         if (d->eof && !d->shut && !dir_pending(d)) {
-                shutdown(c->fd[1 - from], SHUT_WR);
+                /* With the other direction done too the connection closes next, and close()
+                 * says EOF by itself. */
+                if (!c->dir[1 - from].shut)
+                        shutdown(c->fd[1 - from], SHUT_WR);
                 d->shut = true;
         }
 }
 
-/* Writes what is queued in dir[from] to the other side. 0 or -errno. */
+/* Writes what is queued in dir[from] to the other side; once all of it is gone the buffer or
+ * pipe goes back to its pool. 0 or -errno. */
 static int flush(struct sf_conn *c, int from) {
         struct dir *d = &c->dir[from];
+        int to = 1 - from;
         while (dir_pending(d)) {
-                ssize_t n = send(c->fd[1 - from], d->buf + d->off, d->len - d->off, MSG_NOSIGNAL | MSG_DONTWAIT);
+                ssize_t n;
+                if (d->off < d->len)
+                        n = send(c->fd[to], d->buf + d->off, d->len - d->off, MSG_NOSIGNAL | MSG_DONTWAIT);
+                else
+                        /* No MSG_NOSIGNAL here: the relay's process ignores SIGPIPE (relay.h). */
+                        n = splice(d->pipe.rd, NULL, c->fd[to], NULL, d->pipe_len, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
                 if (n < 0) {
                         if (errno == EINTR)
                                 continue;
-                        if (errno == EAGAIN)
+                        if (errno == EAGAIN) {
+                                c->wr[to] = false;
                                 return 0;
+                        }
                         return -errno;
                 }
-                d->off += (uint32_t)n;
+                if (d->off < d->len)
+                        d->off += (uint32_t)n;
+                else
+                        d->pipe_len -= (size_t)n;
         }
         release_buf(c, from);
         pass_eof(c, from);
@@ -781,84 +840,70 @@ static void count_bytes(struct sf_conn *c, int from, size_t n) {
                 c->fwd->stats.bytes_down += n;
 }
 
-/* Reads from side `from` and writes straight on; whatever the other side does not take
- * stays queued and reading `from` stops until it drains (backpressure). 0 or -errno. */
+/* One read from side `from` into the direction's pipe (bulk) or buffer. n, 0 at EOF, or -1
+ * with errno. */
+static ssize_t read_some(struct sf_conn *c, int from) {
+        struct dir *d = &c->dir[from];
+        if (d->bulk && !d->no_splice && (d->pipe.rd >= 0 || sf_pipepool_get(c->fwd->pipes, &d->pipe) == 0)) {
+                ssize_t n = splice(c->fd[from], NULL, d->pipe.wr, NULL, d->pipe.size, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+                if (n > 0)
+                        d->pipe_len = (size_t)n;
+                if (n >= 0 || errno != EINVAL)
+                        return n;
+                /* A socket family without splice support: copy from now on. */
+                d->no_splice = true;
+                sf_pipepool_put(c->fwd->pipes, &d->pipe, 0);
+        }
+        if (!d->buf && !(d->buf = sf_bufpool_get(c->fwd->pool))) {
+                errno = ENOMEM;
+                return -1;
+        }
+        ssize_t n = recv(c->fd[from], d->buf, SF_BUF_SIZE, 0);
+        if (n > 0) {
+                d->off = 0;
+                d->len = (uint32_t)n;
+                if (n == SF_BUF_SIZE)
+                        d->bulk = true;
+                else if (!c->rdhup[from])
+                        /* A short read emptied the socket: bytes arriving later raise a new
+                         * edge. An EOF that came with the last edge raises none. */
+                        c->rd[from] = false;
+        }
+        return n;
+}
+
+/* Moves bytes from side `from` to the other side while both are ready; what the other side
+ * does not take stays queued and reading `from` waits until it drains (backpressure). After
+ * PUMP_ROUNDS reads the connection yields to the others and continues in a deferred call.
+ * 0 or -errno. */
 static int pump(struct sf_conn *c, int from) {
         struct dir *d = &c->dir[from];
-        int to = 1 - from;
-        for (int round = 0; round < PUMP_ROUNDS && !d->eof && !dir_pending(d); round++) {
-                if (!d->buf && !(d->buf = sf_bufpool_get(c->fwd->pool)))
-                        return -ENOMEM;
-                ssize_t n = recv(c->fd[from], d->buf, SF_BUF_SIZE, 0);
+        for (int round = 0; !d->eof && !dir_pending(d) && c->rd[from]; round++) {
+                if (round == PUMP_ROUNDS) {
+                        sf_evset_defer(c->fwd->ev, &c->ev[CLIENT]);
+                        return 0;
+                }
+                ssize_t n = read_some(c, from);
                 if (n < 0) {
                         if (errno == EINTR)
                                 continue;
-                        if (errno == EAGAIN)
+                        if (errno == EAGAIN) {
+                                c->rd[from] = false;
                                 break;
+                        }
                         return -errno;
                 }
-                if (n == 0) {
+                if (n == 0)
                         d->eof = true;
-                        break;
-                }
-                count_bytes(c, from, (size_t)n);
-                ssize_t w = send(c->fd[to], d->buf, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
-                if (w < 0) {
-                        if (errno != EAGAIN && errno != EINTR)
-                                return -errno;
-                        w = 0;
-                }
-                if (w < n) {
-                        d->off = (uint32_t)w;
-                        d->len = (uint32_t)n;
-                }
-                if (n < SF_BUF_SIZE)
-                        break; /* the socket is most likely empty: spare a recv that says EAGAIN */
-        }
-        if (d->buf && !dir_pending(d))
-                release_buf(c, from);
-        pass_eof(c, from);
-        return 0;
-}
-
-static bool side_readable_wanted(const struct sf_conn *c, int side) {
-        switch (c->state) {
-        case ST_AWAIT_CLIENT_FRAME:
-        case ST_LINGER:
-                return side == CLIENT;
-        case ST_DIALING:
-                return false;
-        case ST_AWAIT_HELLO:
-                return side == UPSTREAM;
-        case ST_RELAYING:
-                if (side == UPSTREAM && c->hs_await_status)
-                        return true;
-                return !c->dir[side].eof && !dir_pending(&c->dir[side]);
-        }
-        return false;
-}
-
-static void update_polls(struct sf_conn *c) {
-        if (c->closing)
-                return;
-        for (int s = 0; s < 2; s++) {
-                if (!c->poll_init[s])
-                        continue;
-                if (c->state == ST_DIALING && s == UPSTREAM)
-                        continue; /* the connect watcher is managed by the dialer */
-                int mask = 0;
-                if (side_readable_wanted(c, s))
-                        mask |= UV_READABLE;
-                if (c->state == ST_RELAYING && dir_pending(&c->dir[1 - s]))
-                        mask |= UV_WRITABLE;
-                if (mask == c->mask[s])
-                        continue;
-                c->mask[s] = mask;
-                if (mask)
-                        uv_poll_start(&c->poll[s], mask, on_poll);
                 else
-                        uv_poll_stop(&c->poll[s]);
+                        count_bytes(c, from, (size_t)n);
+                int r = flush(c, from);
+                if (r < 0)
+                        return r;
         }
+        if (!dir_pending(d))
+                release_buf(c, from);
+        return 0;
 }
 
 static void relay_error(struct sf_conn *c, int e) {
@@ -869,96 +914,130 @@ static void relay_error(struct sf_conn *c, int e) {
         sf_conn_close(c, msg);
 }
 
-static void on_connect_ready(struct sf_conn *c) {
+/* Both directions, as far as readiness allows. */
+static void relay_step(struct sf_conn *c) {
+        if (c->hs_await_status) {
+                if (c->rd[UPSTREAM])
+                        on_status(c);
+                if (c->closing)
+                        return;
+        }
+        for (int from = 0; from < 2; from++) {
+                int r = 0;
+                if (dir_pending(&c->dir[from]) && c->wr[1 - from])
+                        r = flush(c, from);
+                if (r == 0 && !(from == UPSTREAM && c->hs_await_status))
+                        r = pump(c, from);
+                if (r < 0) {
+                        relay_error(c, -r);
+                        return;
+                }
+        }
+        if (c->dir[CLIENT].shut && c->dir[UPSTREAM].shut)
+                sf_conn_close(c, "both directions done");
+}
+
+static void on_connect_ready(struct sf_conn *c, uint32_t events) {
         int err = 0;
         socklen_t len = sizeof err;
-        if (getsockopt(c->fd[UPSTREAM], SOL_SOCKET, SO_ERROR, &err, &len) < 0)
-                err = errno;
-        if (err == EINPROGRESS || err == EALREADY)
-                return;
+        /* A failed connect always reports EPOLLERR or EPOLLHUP: plain EPOLLOUT is success,
+         * and spares a getsockopt per connection. */
+        if (!(events & EPOLLOUT) || (events & (EPOLLERR | EPOLLHUP)))
+                if (getsockopt(c->fd[UPSTREAM], SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+                        err = errno;
+        if (!err && !(events & EPOLLOUT))
+                return; /* still connecting */
         if (err) {
                 if (c->ai_next) {
-                        /* The name has another address: try it once the watcher is released. */
+                        /* The name has another address: try it. */
                         uv_timer_stop(&c->timer);
                         c->dial_errno = err;
                         drop_upstream(c);
+                        try_next_addr(c);
                         return;
                 }
                 cand_failed(c, err, NULL);
                 return;
         }
         uv_timer_stop(&c->timer);
-        uv_poll_stop(&c->poll[UPSTREAM]);
-        c->mask[UPSTREAM] = 0;
         upstream_connected(c);
 }
 
-static void on_poll(uv_poll_t *h, int status, int events) {
-        struct sf_conn *c = h->data;
-        int side = h == &c->poll[CLIENT] ? CLIENT : UPSTREAM;
+static void linger_drain(struct sf_conn *c) {
+        char sink[4096];
+        ssize_t n;
+        while ((n = recv(c->fd[CLIENT], sink, sizeof sink, 0)) > 0)
+                ;
+        if (n == 0 || errno != EAGAIN)
+                sf_conn_close(c, "failure status delivered");
+        else
+                c->rd[CLIENT] = false;
+}
+
+/* Runs the connection's state as far as the readiness flags let it. */
+static void progress(struct sf_conn *c) {
         if (c->closing)
                 return;
-        if (status < 0) {
-                /* libuv reports POLLERR as UV_EBADF: the socket's own error says what happened. */
-                if (c->state == ST_DIALING && side == UPSTREAM) {
-                        on_connect_ready(c);
-                        return;
-                }
-                int err = 0;
-                socklen_t len = sizeof err;
-                if (getsockopt(c->fd[side], SOL_SOCKET, SO_ERROR, &err, &len) < 0 || err == 0)
-                        err = -status;
-                relay_error(c, err);
+        switch (c->state) {
+        case ST_DIALING:
+                return; /* the upstream's events drive the dial */
+        case ST_AWAIT_CLIENT_FRAME:
+                if (c->rd[CLIENT])
+                        on_client_frame(c);
+                return;
+        case ST_AWAIT_HELLO:
+                if (c->rd[UPSTREAM])
+                        on_hello(c);
+                return;
+        case ST_LINGER:
+                if (c->rd[CLIENT])
+                        linger_drain(c);
+                return;
+        case ST_RELAYING:
+                relay_step(c);
+                return;
+        }
+}
+
+static void on_event(struct sf_conn *c, int side, uint32_t events) {
+        if (c->closing)
+                return;
+        if (!events) {
+                progress(c); /* a deferred call: a busy direction goes on */
                 return;
         }
         c->last_activity = uv_now(c->fwd->loop);
-        switch (c->state) {
-        case ST_DIALING:
-                if (side == UPSTREAM)
-                        on_connect_ready(c);
-                return;
-        case ST_AWAIT_CLIENT_FRAME:
-                on_client_frame(c);
-                return;
-        case ST_AWAIT_HELLO:
-                on_hello(c);
-                return;
-        case ST_LINGER: {
-                char sink[4096];
-                ssize_t n;
-                while ((n = recv(c->fd[CLIENT], sink, sizeof sink, 0)) > 0)
-                        ;
-                if (n == 0 || errno != EAGAIN)
-                        sf_conn_close(c, "failure status delivered");
+        if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+                c->rd[side] = true;
+        if (events & (EPOLLRDHUP | EPOLLHUP))
+                c->rdhup[side] = true;
+        if (events & (EPOLLOUT | EPOLLHUP | EPOLLERR))
+                c->wr[side] = true;
+        if (c->state == ST_DIALING && side == UPSTREAM) {
+                /* The edge that says connected may say readable too: the flags keep it. */
+                on_connect_ready(c, events);
                 return;
         }
-        case ST_RELAYING:
-                break;
-        }
-
-        int r = 0;
-        if (events & UV_WRITABLE)
-                r = flush(c, 1 - side);
-        if (r == 0 && (events & UV_READABLE)) {
-                if (side == UPSTREAM && c->hs_await_status) {
-                        on_status(c);
-                        if (c->closing || c->hs_await_status)
-                                goto out;
+        if (events & EPOLLERR) {
+                /* The socket's own error says what happened; reading it also clears it. */
+                int err = 0;
+                socklen_t len = sizeof err;
+                if (getsockopt(c->fd[side], SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+                        err = errno;
+                if (err) {
+                        relay_error(c, err);
+                        return;
                 }
-                r = pump(c, side);
-                if (r == 0 && dir_pending(&c->dir[side]))
-                        r = flush(c, side); /* the other side may have room by now */
         }
-        if (r < 0) {
-                relay_error(c, -r);
-                return;
-        }
-        if (c->dir[CLIENT].shut && c->dir[UPSTREAM].shut) {
-                sf_conn_close(c, "both directions done");
-                return;
-        }
-out:
-        update_polls(c);
+        progress(c);
+}
+
+static void on_client_ev(struct sf_ev *ev, uint32_t events) {
+        on_event((struct sf_conn *)((char *)ev - offsetof(struct sf_conn, ev[CLIENT])), CLIENT, events);
+}
+
+static void on_upstream_ev(struct sf_ev *ev, uint32_t events) {
+        on_event((struct sf_conn *)((char *)ev - offsetof(struct sf_conn, ev[UPSTREAM])), UPSTREAM, events);
 }
 
 static void on_timer(uv_timer_t *t) {
@@ -978,9 +1057,7 @@ static void on_timer(uv_timer_t *t) {
                 return;
         }
         case ST_DIALING:
-                if (c->pending_closes > 0)
-                        return; /* between two attempts */
-                if (c->gai || (c->poll_init[UPSTREAM] && c->fd[UPSTREAM] >= 0) ||
+                if (c->gai || c->fd[UPSTREAM] >= 0 ||
                     uv_now(c->fwd->loop) + UNIX_RETRY_MS >= c->dial_deadline) {
                         if (c->gai) {
                                 c->gai->conn = NULL;
@@ -1030,12 +1107,13 @@ int sf_conn_new(struct sf_fwd *fwd, int fd) {
         c->id = ++fwd->next_conn_id;
         c->fd[CLIENT] = fd;
         c->fd[UPSTREAM] = -1;
+        c->ev[CLIENT].cb = on_client_ev;
+        c->ev[UPSTREAM].cb = on_upstream_ev;
+        for (int i = 0; i < 2; i++)
+                c->dir[i].pipe.rd = c->dir[i].pipe.wr = -1;
         c->cand = 0;
         uv_timer_init(fwd->loop, &c->timer);
         c->timer.data = c;
-        uv_poll_init(fwd->loop, &c->poll[CLIENT], fd);
-        c->poll[CLIENT].data = c;
-        c->poll_init[CLIENT] = true;
         c->last_activity = uv_now(fwd->loop);
 
         c->next = fwd->conns;
@@ -1046,6 +1124,12 @@ int sf_conn_new(struct sf_fwd *fwd, int fd) {
         fwd->stats.total++;
         fwd->n_conns_allocated++;
 
+        int r = sf_evset_add(fwd->ev, fd, &c->ev[CLIENT]);
+        if (r < 0) {
+                sf_log(SF_LOG_ERROR, fname(c), c->id, "watching the accepted socket: %s", strerror(-r));
+                sf_conn_close(c, "epoll_ctl failed");
+                return r;
+        }
         if (fwd->listener.family == AF_INET || fwd->listener.family == AF_INET6) {
                 int one = 1;
                 setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -1061,7 +1145,6 @@ int sf_conn_new(struct sf_fwd *fwd, int fd) {
                 c->state = ST_AWAIT_CLIENT_FRAME;
                 c->hs_server = true;
                 timer_arm(c, fwd->conf->handshake_timeout_ms);
-                update_polls(c);
                 return 0;
         }
         dial_start(c);

@@ -12,12 +12,16 @@
 
 struct sf_conn;
 struct sf_bufpool;
+struct sf_evset;
+struct sf_pipepool;
 
 struct sf_fwd {
         struct sf_relay *relay;
         uv_loop_t *loop;
         const struct sf_forward *conf;
         struct sf_bufpool *pool;
+        struct sf_pipepool *pipes;
+        struct sf_evset *ev;
 
         struct sf_listener listener;
         uv_poll_t listen_poll;
@@ -53,6 +57,11 @@ void sf_fwd_conn_gone(struct sf_fwd *fwd);
 
 /* Counts an error in *counter (one of fwd->stats) and keeps msg as the last error. */
 void sf_fwd_note_error(struct sf_fwd *fwd, uint64_t *counter, const char *msg);
+
+/* Out of descriptors (err: EMFILE, ENFILE, ...) while doing `what`: stops accepting and
+ * retries with a growing backoff, so that clients wait in the backlog instead of being
+ * accepted only to fail; logged at most once a minute. */
+void sf_fwd_pause_out_of_fds(struct sf_fwd *fwd, const char *what, int err);
 
 /* true when a per-connection error line may be logged now (at most a few per second per
  * forward; the count of suppressed lines is logged with the next one). */

@@ -11,14 +11,17 @@
 #include "conf/log.h"
 #include "relay/bufpool.h"
 #include "relay/conn.h"
+#include "relay/evset.h"
 #include "relay/forward.h"
 #include "relay/listener.h"
+#include "relay/pipepool.h"
 #include "relay/token.h"
 
 #define ACCEPT_BATCH 64
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 1000
 #define BUFPOOL_RESERVE 64
+#define PIPEPOOL_RESERVE 16
 #define RATELIMIT_PER_SEC 5
 
 struct sf_relay {
@@ -27,6 +30,8 @@ struct sf_relay {
         struct sf_fwd *fwds;
         size_t n_fwds;
         struct sf_bufpool *pool;
+        struct sf_pipepool *pipes;
+        struct sf_evset ev; /* every connection's sockets */
 
         bool stopping;
         unsigned pending_closes; /* relay-owned handles being closed */
@@ -106,7 +111,10 @@ int sf_relay_new(uv_loop_t *loop, const struct sf_conf *conf, struct sf_relay **
         r->n_fwds = conf->n_forwards;
         r->fwds = calloc(r->n_fwds ? r->n_fwds : 1, sizeof *r->fwds);
         r->pool = sf_bufpool_new(BUFPOOL_RESERVE);
-        if (!r->fwds || !r->pool) {
+        r->pipes = sf_pipepool_new(PIPEPOOL_RESERVE);
+        r->ev.epfd = -1;
+        if (!r->fwds || !r->pool || !r->pipes) {
+                sf_pipepool_free(r->pipes);
                 sf_bufpool_free(r->pool);
                 free(r->fwds);
                 free(r);
@@ -118,6 +126,8 @@ int sf_relay_new(uv_loop_t *loop, const struct sf_conf *conf, struct sf_relay **
                 f->loop = loop;
                 f->conf = &conf->forwards[i];
                 f->pool = r->pool;
+                f->pipes = r->pipes;
+                f->ev = &r->ev;
                 f->listener.fd = -1;
                 f->last_good = -1;
                 f->stats.candidate = -1;
@@ -164,6 +174,31 @@ int sf_relay_bind(struct sf_relay *relay) {
         return 0;
 }
 
+void sf_fwd_pause_out_of_fds(struct sf_fwd *fwd, const char *what, int err) {
+        /* Under a storm the pressure comes and goes: one line per minute says it, not one
+         * per pause. */
+        uint64_t now = uv_now(fwd->loop);
+        if (!fwd->paused_fds && (!fwd->fds_logged_ms || now - fwd->fds_logged_ms >= 60000)) {
+                fwd->fds_logged_ms = now;
+                sf_log(SF_LOG_ERROR, fwd->conf->name, 0,
+                       "%s: %s — pausing new connections; raise the limit (ulimit -n / LimitNOFILE=) or lower "
+                       "max-conns",
+                       what, strerror(err));
+        }
+        if (fwd->paused_fds && !fwd->listening)
+                return; /* paused already: the backoff timer resumes */
+        fwd->paused_fds = true;
+        if (fwd->listening) {
+                uv_poll_stop(&fwd->listen_poll);
+                fwd->listening = false;
+        }
+        fwd->backoff_ms = fwd->backoff_ms ? fwd->backoff_ms * 2 : BACKOFF_MIN_MS;
+        if (fwd->backoff_ms > BACKOFF_MAX_MS)
+                fwd->backoff_ms = BACKOFF_MAX_MS;
+        if (fwd->backoff_init)
+                uv_timer_start(&fwd->backoff, on_backoff, fwd->backoff_ms, 0);
+}
+
 static void accept_some(struct sf_fwd *fwd) {
         for (int i = 0; i < ACCEPT_BATCH; i++) {
                 if (fwd->stats.active >= fwd->conf->max_conns) {
@@ -183,25 +218,10 @@ static void accept_some(struct sf_fwd *fwd) {
                         if (e == EAGAIN || e == EINTR || e == ECONNABORTED || e == EPROTO)
                                 return;
                         if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
-                                /* The pending connection stays readable: polling on would spin.
-                                 * Pause and retry with backoff until descriptors are freed. */
-                                /* Under a storm the pressure comes and goes: one line per
-                                 * minute says it, not one per pause. */
-                                uint64_t now = uv_now(fwd->loop);
-                                if (!fwd->paused_fds && (!fwd->fds_logged_ms || now - fwd->fds_logged_ms >= 60000)) {
-                                        fwd->fds_logged_ms = now;
-                                        sf_log(SF_LOG_ERROR, fwd->conf->name, 0,
-                                               "accept on %s: %s — pausing new connections; raise the limit "
-                                               "(ulimit -n / LimitNOFILE=) or lower max-conns",
-                                               fwd->conf->listen.text, strerror(e));
-                                }
-                                fwd->paused_fds = true;
-                                uv_poll_stop(&fwd->listen_poll);
-                                fwd->listening = false;
-                                fwd->backoff_ms = fwd->backoff_ms ? fwd->backoff_ms * 2 : BACKOFF_MIN_MS;
-                                if (fwd->backoff_ms > BACKOFF_MAX_MS)
-                                        fwd->backoff_ms = BACKOFF_MAX_MS;
-                                uv_timer_start(&fwd->backoff, on_backoff, fwd->backoff_ms, 0);
+                                /* The pending connection stays readable: polling on would spin. */
+                                char what[300];
+                                snprintf(what, sizeof what, "accept on %s", fwd->conf->listen.text);
+                                sf_fwd_pause_out_of_fds(fwd, what, e);
                                 return;
                         }
                         sf_log(SF_LOG_ERROR, fwd->conf->name, 0, "accept on %s: %s: this forward stops serving",
@@ -262,6 +282,9 @@ static void listener_resume(struct sf_fwd *fwd) {
 }
 
 int sf_relay_start(struct sf_relay *relay) {
+        int e = sf_evset_init(&relay->ev, relay->loop);
+        if (e < 0)
+                return e;
         for (size_t i = 0; i < relay->n_fwds; i++) {
                 struct sf_fwd *f = &relay->fwds[i];
                 int r = uv_poll_init(relay->loop, &f->listen_poll, f->listener.fd);
@@ -309,6 +332,8 @@ static void maybe_stopped(struct sf_relay *relay) {
         if (relay->pending_closes > 0)
                 return;
         relay->stopped = true;
+        sf_evset_close(&relay->ev);
+        sf_pipepool_trim(relay->pipes);
         sf_log(SF_LOG_INFO, NULL, 0, "stopped");
         if (relay->stopped_cb)
                 relay->stopped_cb(relay, relay->stopped_data);
@@ -316,6 +341,9 @@ static void maybe_stopped(struct sf_relay *relay) {
 
 void sf_fwd_conn_gone(struct sf_fwd *fwd) {
         fwd->n_conns_allocated--;
+        /* Spare pipes are descriptors: an idle relay holds none. */
+        if (allocated_total(fwd->relay) == 0)
+                sf_pipepool_trim(fwd->relay->pipes);
         if (fwd->paused_full && !fwd->relay->stopping)
                 listener_resume(fwd);
         maybe_stopped(fwd->relay);
@@ -386,14 +414,23 @@ void sf_relay_stop(struct sf_relay *relay, uint64_t drain_ms, sf_relay_stopped_c
         maybe_stopped(relay);
 }
 
+void sf_relay_run(uv_loop_t *loop, struct sf_relay *relay) {
+        if (relay && relay->ev.epfd >= 0)
+                sf_evset_run(&relay->ev);
+        else
+                uv_run(loop, UV_RUN_DEFAULT);
+}
+
 void sf_relay_free(struct sf_relay *relay) {
         if (!relay)
                 return;
+        sf_evset_close(&relay->ev);
         for (size_t i = 0; i < relay->n_fwds; i++) {
                 sf_listener_close(&relay->fwds[i].listener);
                 sodium_memzero(&relay->fwds[i].key, sizeof relay->fwds[i].key);
         }
         sf_bufpool_free(relay->pool);
+        sf_pipepool_free(relay->pipes);
         free(relay->fwds);
         free(relay);
 }

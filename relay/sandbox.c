@@ -37,7 +37,7 @@ static const int allowed[] = {
         SCMP_SYS(setsockopt), SCMP_SYS(getsockname), SCMP_SYS(getpeername), SCMP_SYS(sendto),
         SCMP_SYS(recvfrom), SCMP_SYS(sendmsg), SCMP_SYS(recvmsg), SCMP_SYS(sendmmsg),
         SCMP_SYS(recvmmsg), SCMP_SYS(fcntl), SCMP_SYS(poll), SCMP_SYS(ppoll), SCMP_SYS(eventfd2),
-        SCMP_SYS(pipe2), SCMP_SYS(timerfd_create), SCMP_SYS(timerfd_settime),
+        SCMP_SYS(pipe2), SCMP_SYS(splice), SCMP_SYS(timerfd_create), SCMP_SYS(timerfd_settime),
         /* getaddrinfo: the netlink address dump of AI_ADDRCONFIG binds its socket; files below */
         SCMP_SYS(bind),
         /* time */

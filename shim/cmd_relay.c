@@ -157,7 +157,7 @@ int sf_cmd_relay(int argc, char **argv) {
                 sf_log_info("ready: %zu forward%s", conf.n_forwards, conf.n_forwards == 1 ? "" : "s");
                 sf_notify("READY=1");
         }
-        uv_run(&loop, UV_RUN_DEFAULT);
+        sf_relay_run(&loop, m.relay);
         if (m.failed)
                 status = 1;
 out:
@@ -165,7 +165,7 @@ out:
                 /* Never started or failed to start: let libuv release what was opened. */
                 sf_control_close(m.control);
                 sf_relay_stop(m.relay, 0, NULL, NULL);
-                uv_run(&loop, UV_RUN_DEFAULT);
+                sf_relay_run(&loop, m.relay);
         }
         sf_relay_free(m.relay);
         uv_loop_close(&loop);

@@ -306,7 +306,7 @@ static int run_main(struct sf_conf *c, const struct options *o) {
                 if (run.relay)
                         sf_relay_stop(run.relay, 0, NULL, NULL);
         }
-        uv_run(&loop, UV_RUN_DEFAULT);
+        sf_relay_run(&loop, run.relay);
         if (status == 0)
                 status = run.status;
 

@@ -173,6 +173,34 @@ def banner_server(port, banner):
     return stop, t
 
 
+def test_relay_chained_between_two_links():
+    """container relay -> jump relay (its listen and its connect both auth = token) -> last
+    relay -> service: the jump relay runs two handshakes on one connection, each with its own
+    nonces, and a failure behind it reaches the container relay as a status, not a hang-up."""
+    e = Env(host_relay=False)
+    inner = free_port()
+    jump = last = None
+    try:
+        last = Relay(["relay", "-F", "last:tcp:127.0.0.1:%d=unix:%s/service.sock,auth=token,token-file=%s"
+                      % (inner, e.d, e.token)])
+        jump = Relay(["relay", "-F", "jump:tcp:%s:%d=tcp:127.0.0.1:%d,auth=token,token-file=%s"
+                      % (HOST_IP, PORT, inner, e.token)])
+        for _ in range(3):
+            transfer_both_ways(e.d + "/container.sock", (1 if VALGRIND else 8) * MIB)
+        last.stop()
+        wrong = e.keygen("wrong")
+        last = Relay(["relay", "-F", "last:tcp:127.0.0.1:%d=unix:%s/service.sock,auth=token,token-file=%s"
+                      % (inner, e.d, wrong)])
+        client_fails_with(e, "could not reach its upstream")
+        text = e.cont.text()
+        assert "auth rejected: tcp:127.0.0.1:%d does not accept our token" % inner in text, text
+    finally:
+        for r in (jump, last):
+            if r:
+                r.stop()
+        e.close()
+
+
 def test_banner_server_is_a_wrong_peer_and_quoted():
     e = Env(host_relay=False, service=None)
     stop, t = banner_server(PORT, b"SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3\r\n")
