@@ -45,6 +45,13 @@ static int steady_state(void) {
                 close(s);
         if (pipe2(sv, O_CLOEXEC) < 0 || write(sv[1], "x", 1) != 1 || read(sv[0], &b, 1) != 1 || b != 'x')
                 return 2;
+        /* Bulk transfers splice through a pipe sized with fcntl. */
+        int sp[2];
+        if (pipe2(sp, O_CLOEXEC) < 0 || fcntl(sv[1], F_SETPIPE_SZ, 1 << 16) < 0 || write(sp[1], "y", 1) != 1 ||
+            splice(sp[0], NULL, sv[1], NULL, 1, SPLICE_F_NONBLOCK) != 1 || read(sv[0], &b, 1) != 1 || b != 'y')
+                return 5;
+        close(sp[0]);
+        close(sp[1]);
         close(sv[0]);
         close(sv[1]);
         /* The libuv threadpool starts threads and resolves names there. */
@@ -108,7 +115,7 @@ static const struct {
         int (*fn)(void);
         int expect_signal; /* 0: must exit 0 */
 } cases[] = {
-        { "steady state: sockets, pipes, threads, getaddrinfo, reading /proc, malloc", steady_state, 0 },
+        { "steady state: sockets, pipes and splice, threads, getaddrinfo, reading /proc, malloc", steady_state, 0 },
         { "execve kills", forbidden_execve, SIGSYS },
         { "fork (clone without CLONE_THREAD) kills", forbidden_fork, SIGSYS },
         { "ptrace kills", forbidden_ptrace, SIGSYS },
