@@ -98,6 +98,9 @@ struct sf_conn {
 
 static void dial_next(struct sf_conn *c);
 static void progress(struct sf_conn *c);
+static ssize_t read_some(struct sf_conn *c, int from);
+static void count_bytes(struct sf_conn *c, int from, size_t n);
+static void relay_error(struct sf_conn *c, int e);
 
 static const char *fname(const struct sf_conn *c) {
         return c->fwd->conf->name;
@@ -705,6 +708,21 @@ static void on_hello(struct sf_conn *c) {
         sf_hs_client_build((uint8_t *)d->buf, &fwd->key, c->up_snonce, c->up_cnonce, 0);
         d->off = 0;
         d->len = SF_HS_CLIENT_LEN;
+        /* Whatever the client sent already goes out in the frame's segment: the host relay
+         * wakes once for both. */
+        if (c->rd[CLIENT]) {
+                ssize_t n = read_some(c, CLIENT);
+                if (n > 0)
+                        count_bytes(c, CLIENT, (size_t)n);
+                else if (n == 0)
+                        d->eof = true;
+                else if (errno == EAGAIN)
+                        c->rd[CLIENT] = false;
+                else if (errno != EINTR) {
+                        relay_error(c, errno);
+                        return;
+                }
+        }
         c->hs_await_status = true;
         c->hs_len = 0;
         /* The host relay dials its upstream before it answers. */
@@ -713,8 +731,6 @@ static void on_hello(struct sf_conn *c) {
 }
 
 /* Connecting side: the status frame that follows our client frame. */
-static void count_bytes(struct sf_conn *c, int from, size_t n);
-
 /* Connecting side, first read after our client frame: the status frame and usually the
  * upstream's first bytes arrive together, so they are read in one call into the direction's
  * buffer; the frame is taken from its front and the rest waits there for the client. 1: read
@@ -840,11 +856,14 @@ static void count_bytes(struct sf_conn *c, int from, size_t n) {
                 c->fwd->stats.bytes_down += n;
 }
 
-/* One read from side `from` into the direction's pipe (bulk) or buffer. n, 0 at EOF, or -1
- * with errno. */
+/* One read from side `from` into the direction's pipe (bulk, when no buffered bytes must go
+ * first) or after what its buffer holds. n, 0 at EOF, or -1 with errno. */
 static ssize_t read_some(struct sf_conn *c, int from) {
         struct dir *d = &c->dir[from];
-        if (d->bulk && !d->no_splice && (d->pipe.rd >= 0 || sf_pipepool_get(c->fwd->pipes, &d->pipe) == 0)) {
+        if (d->off == d->len)
+                d->off = d->len = 0;
+        if (d->bulk && !d->len && !d->no_splice &&
+            (d->pipe.rd >= 0 || sf_pipepool_get(c->fwd->pipes, &d->pipe) == 0)) {
                 ssize_t n = splice(c->fd[from], NULL, d->pipe.wr, NULL, d->pipe.size, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
                 if (n > 0)
                         d->pipe_len = (size_t)n;
@@ -858,11 +877,11 @@ static ssize_t read_some(struct sf_conn *c, int from) {
                 errno = ENOMEM;
                 return -1;
         }
-        ssize_t n = recv(c->fd[from], d->buf, SF_BUF_SIZE, 0);
+        size_t room = SF_BUF_SIZE - d->len;
+        ssize_t n = recv(c->fd[from], d->buf + d->len, room, 0);
         if (n > 0) {
-                d->off = 0;
-                d->len = (uint32_t)n;
-                if (n == SF_BUF_SIZE)
+                d->len += (uint32_t)n;
+                if ((size_t)n == room)
                         d->bulk = true;
                 else if (!c->rdhup[from])
                         /* A short read emptied the socket: bytes arriving later raise a new
