@@ -45,6 +45,15 @@ int sf_evset_add(struct sf_evset *s, int fd, struct sf_ev *ev) {
         return epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &e) < 0 ? -errno : 0;
 }
 
+int sf_evset_add_listener(struct sf_evset *s, int fd, struct sf_ev *ev) {
+        struct epoll_event e = { .events = EPOLLIN, .data.ptr = ev };
+        return epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &e) < 0 ? -errno : 0;
+}
+
+int sf_evset_del(struct sf_evset *s, int fd) {
+        return epoll_ctl(s->epfd, EPOLL_CTL_DEL, fd, NULL) < 0 ? -errno : 0;
+}
+
 void sf_evset_defer(struct sf_evset *s, struct sf_ev *ev) {
         if (ev->deferred)
                 return;
@@ -80,7 +89,8 @@ void sf_evset_run(struct sf_evset *s) {
         uv_loop_t *loop = s->loop;
 
         while (s->epfd >= 0) {
-                int timeout = s->head ? 0 : uv_backend_timeout(loop);
+                /* Without a libuv handle uv_backend_timeout says 0: the set alone waits then. */
+                int timeout = s->head ? 0 : uv_loop_alive(loop) ? uv_backend_timeout(loop) : -1;
                 uint64_t due = uv_now(loop) + (uint64_t)timeout;
                 int n = epoll_wait(s->epfd, evs, BATCH, timeout);
                 if (n < 0 && errno != EINTR) {
@@ -100,8 +110,8 @@ void sf_evset_run(struct sf_evset *s) {
                                 run_uv = true;
                 }
                 run_deferred(s);
-                if (run_uv && !uv_run(loop, UV_RUN_NOWAIT))
-                        return;
+                if (run_uv)
+                        uv_run(loop, UV_RUN_NOWAIT);
         }
         uv_run(loop, UV_RUN_DEFAULT);
 }

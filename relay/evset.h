@@ -33,13 +33,18 @@ int sf_evset_init(struct sf_evset *s, uv_loop_t *loop);
  * ev keeps it in memory until a libuv close callback has run after the close: events
  * collected in one pass may still name it. 0 or -errno. */
 int sf_evset_add(struct sf_evset *s, int fd, struct sf_ev *ev);
+/* Watches a listening socket for input, level-triggered: a burst left in the backlog after one
+ * batch of accepts is reported again. 0 or -errno. */
+int sf_evset_add_listener(struct sf_evset *s, int fd, struct sf_ev *ev);
+/* Stops watching fd (which stays open). 0 or -errno. */
+int sf_evset_del(struct sf_evset *s, int fd);
 /* Calls ev->cb(ev, 0) from the loop soon, once, after what is pending now: for work left
  * undone on purpose (a busy connection yields to the others). */
 void sf_evset_defer(struct sf_evset *s, struct sf_ev *ev);
 /* Drops a deferred call; safe when none is pending. */
 void sf_evset_cancel(struct sf_evset *s, struct sf_ev *ev);
-/* Runs the loop until no libuv handle is left, as uv_run(UV_RUN_DEFAULT) does, dispatching
- * the set's events in between. Once the set is closed the rest is plain uv_run. */
+/* Runs the loop, dispatching the set's events and libuv's, until the set is closed; then
+ * uv_run(UV_RUN_DEFAULT) finishes what libuv still has. */
 void sf_evset_run(struct sf_evset *s);
 /* Closes the set. Safe to call twice, and on a set whose init failed or never ran (epfd -1). */
 void sf_evset_close(struct sf_evset *s);

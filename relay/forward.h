@@ -6,13 +6,13 @@
 #include <uv.h>
 
 #include "conf/conf.h"
+#include "relay/evset.h"
 #include "relay/handshake.h"
 #include "relay/listener.h"
 #include "relay/relay.h"
 
 struct sf_conn;
 struct sf_bufpool;
-struct sf_evset;
 struct sf_pipepool;
 
 struct sf_fwd {
@@ -24,9 +24,9 @@ struct sf_fwd {
         struct sf_evset *ev;
 
         struct sf_listener listener;
-        uv_poll_t listen_poll;
-        bool listen_poll_init;
-        bool listening;      /* poll active */
+        struct sf_ev listen_ev;
+        bool listen_started; /* between sf_relay_start and sf_relay_stop */
+        bool listening;      /* in the epoll set */
         uv_timer_t backoff;  /* accept retry after EMFILE/ENFILE */
         bool backoff_init;
         uint64_t backoff_ms;

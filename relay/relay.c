@@ -51,13 +51,17 @@ void sf_relay_on_fatal(struct sf_relay *relay, sf_relay_fatal_cb cb, void *data)
         relay->fatal_data = data;
 }
 
+static void listen_pause(struct sf_fwd *fwd) {
+        if (!fwd->listening)
+                return;
+        sf_evset_del(fwd->ev, fwd->listener.fd);
+        fwd->listening = false;
+}
+
 /* The listening socket itself broke: this forward cannot serve any more. */
 static void fwd_fatal(struct sf_fwd *fwd, int err) {
         struct sf_relay *relay = fwd->relay;
-        if (fwd->listening) {
-                uv_poll_stop(&fwd->listen_poll);
-                fwd->listening = false;
-        }
+        listen_pause(fwd);
         if (relay->fatal_reported || !relay->fatal_cb)
                 return;
         relay->fatal_reported = true;
@@ -188,10 +192,7 @@ void sf_fwd_pause_out_of_fds(struct sf_fwd *fwd, const char *what, int err) {
         if (fwd->paused_fds && !fwd->listening)
                 return; /* paused already: the backoff timer resumes */
         fwd->paused_fds = true;
-        if (fwd->listening) {
-                uv_poll_stop(&fwd->listen_poll);
-                fwd->listening = false;
-        }
+        listen_pause(fwd);
         fwd->backoff_ms = fwd->backoff_ms ? fwd->backoff_ms * 2 : BACKOFF_MIN_MS;
         if (fwd->backoff_ms > BACKOFF_MAX_MS)
                 fwd->backoff_ms = BACKOFF_MAX_MS;
@@ -208,8 +209,7 @@ static void accept_some(struct sf_fwd *fwd) {
                                        "max-conns %u reached: new connections wait in the backlog",
                                        fwd->conf->max_conns);
                         fwd->paused_full = true;
-                        uv_poll_stop(&fwd->listen_poll);
-                        fwd->listening = false;
+                        listen_pause(fwd);
                         return;
                 }
                 int fd = accept4(fwd->listener.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -260,25 +260,26 @@ static void accept_some(struct sf_fwd *fwd) {
         }
 }
 
-static void on_listen(uv_poll_t *h, int status, int events) {
-        struct sf_fwd *fwd = h->data;
-        if (status < 0) {
-                sf_log(SF_LOG_ERROR, fwd->conf->name, 0, "listener %s: %s: this forward stops serving",
-                       fwd->conf->listen.text, uv_strerror(status));
-                fwd_fatal(fwd, status);
-                return;
-        }
-        accept_some(fwd);
+static void on_listen(struct sf_ev *ev, uint32_t events) {
+        /* An error on the listening socket comes out of accept4 in accept_some. */
+        (void)events;
+        accept_some((struct sf_fwd *)((char *)ev - offsetof(struct sf_fwd, listen_ev)));
 }
 
 static void listener_resume(struct sf_fwd *fwd) {
-        if (fwd->relay->stopping || fwd->listening || !fwd->listen_poll_init)
+        if (fwd->relay->stopping || fwd->listening || !fwd->listen_started)
                 return;
         if (fwd->stats.active >= fwd->conf->max_conns)
                 return;
         fwd->paused_full = false;
+        int r = sf_evset_add_listener(fwd->ev, fwd->listener.fd, &fwd->listen_ev);
+        if (r < 0) {
+                sf_log(SF_LOG_ERROR, fwd->conf->name, 0, "listener %s: epoll_ctl: %s: this forward stops serving",
+                       fwd->conf->listen.text, strerror(-r));
+                fwd_fatal(fwd, r);
+                return;
+        }
         fwd->listening = true;
-        uv_poll_start(&fwd->listen_poll, UV_READABLE, on_listen);
 }
 
 int sf_relay_start(struct sf_relay *relay) {
@@ -287,18 +288,19 @@ int sf_relay_start(struct sf_relay *relay) {
                 return e;
         for (size_t i = 0; i < relay->n_fwds; i++) {
                 struct sf_fwd *f = &relay->fwds[i];
-                int r = uv_poll_init(relay->loop, &f->listen_poll, f->listener.fd);
-                if (r < 0) {
-                        sf_log(SF_LOG_ERROR, f->conf->name, 0, "listener %s: %s", f->conf->listen.text,
-                               uv_strerror(r));
-                        return r;
-                }
-                f->listen_poll.data = f;
-                f->listen_poll_init = true;
                 uv_timer_init(relay->loop, &f->backoff);
                 f->backoff.data = f;
                 f->backoff_init = true;
-                listener_resume(f);
+                f->listen_ev.cb = on_listen;
+                f->listen_started = true;
+                /* In our epoll set, as the connections are: an accept costs no libuv turn. */
+                int r = sf_evset_add_listener(&relay->ev, f->listener.fd, &f->listen_ev);
+                if (r < 0) {
+                        sf_log(SF_LOG_ERROR, f->conf->name, 0, "listener %s: %s", f->conf->listen.text,
+                               strerror(-r));
+                        return r;
+                }
+                f->listening = true;
         }
         return 0;
 }
@@ -390,11 +392,8 @@ void sf_relay_stop(struct sf_relay *relay, uint64_t drain_ms, sf_relay_stopped_c
         size_t n = active_total(relay);
         for (size_t i = 0; i < relay->n_fwds; i++) {
                 struct sf_fwd *f = &relay->fwds[i];
-                if (f->listen_poll_init) {
-                        f->listen_poll_init = false;
-                        f->listening = false;
-                        close_relay_handle(relay, (uv_handle_t *)&f->listen_poll);
-                }
+                listen_pause(f);
+                f->listen_started = false;
                 if (f->backoff_init) {
                         f->backoff_init = false;
                         close_relay_handle(relay, (uv_handle_t *)&f->backoff);
