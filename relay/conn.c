@@ -33,7 +33,7 @@ enum conn_state {
         ST_LINGER,             /* failure status sent: drain the peer's bytes so it reads it */
 };
 
-#define UNIX_RETRY_MS 10
+#define DIAL_RETRY_MS 10
 #define LINGER_MS 2000
 #define PUMP_ROUNDS 8
 
@@ -130,8 +130,6 @@ static uint64_t *link_counter(struct sf_conn *c, enum sf_link_err kind) {
         }
         return &st->err_other;
 }
-
-static void try_next_addr(struct sf_conn *c);
 
 static void on_timer_closed(uv_handle_t *h) {
         struct sf_conn *c = h->data;
@@ -505,8 +503,8 @@ static void dial_candidate(struct sf_conn *c) {
         if (retry) {
                 /* Also a unix listener with a full backlog: the kernel does not queue us, so
                  * retry shortly until connect-timeout rather than failing a burst of clients. */
-                if (uv_now(c->fwd->loop) + UNIX_RETRY_MS < c->dial_deadline) {
-                        timer_arm(c, UNIX_RETRY_MS);
+                if (uv_now(c->fwd->loop) + DIAL_RETRY_MS < c->dial_deadline) {
+                        timer_arm(c, DIAL_RETRY_MS);
                         return;
                 }
                 if (r == -EAGAIN)
@@ -1077,7 +1075,7 @@ static void on_timer(uv_timer_t *t) {
         }
         case ST_DIALING:
                 if (c->gai || c->fd[UPSTREAM] >= 0 ||
-                    uv_now(c->fwd->loop) + UNIX_RETRY_MS >= c->dial_deadline) {
+                    uv_now(c->fwd->loop) + DIAL_RETRY_MS >= c->dial_deadline) {
                         if (c->gai) {
                                 c->gai->conn = NULL;
                                 uv_cancel((uv_req_t *)&c->gai->req);
