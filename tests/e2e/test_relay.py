@@ -148,6 +148,56 @@ def test_20000_sequential_connections_leave_no_fd_behind():
         shutil.rmtree(d)
 
 
+def test_bulk_transfers_splice_and_idle_connections_hold_no_pipe():
+    """A direction that moves bulk data splices through a pooled pipe, held only while bytes
+    sit in it: after the transfers the open, idle connections hold their two sockets each, the
+    pool a few spare pipes, and once the last connection closes the relay is back to its
+    baseline."""
+    d = tmpdir()
+    port = free_port()
+    srv = Server("echo", "tcp:127.0.0.1:%d" % port)
+    r = Relay(["relay", "-q", "-F", "bulk:unix:%s/b.sock=tcp:127.0.0.1:%d" % (d, port)])
+    n, size = (4, MIB) if VALGRIND else (20, 4 * MIB)
+
+    def kinds():
+        links = [os.readlink("/proc/%d/fd/%s" % (r.pid, f)) for f in os.listdir("/proc/%d/fd" % r.pid)]
+        return sum(x.startswith("socket:") for x in links), sum(x.startswith("pipe:") for x in links)
+
+    socks = []
+    try:
+        before = r.fds()
+        sockets0, pipes0 = kinds()
+        for _ in range(n):
+            s = connect(d + "/b.sock", timeout=30)
+            data = os.urandom(size)
+            t = threading.Thread(target=s.sendall, args=(data,))
+            t.start()
+            got = bytearray()
+            while len(got) < size:
+                b = s.recv(1 << 20)
+                assert b, "echo ended after %d of %d bytes" % (len(got), size)
+                got += b
+            t.join()
+            assert bytes(got) == data, "echoed bytes differ"
+            socks.append(s)
+        sockets1, pipes1 = kinds()
+        print("# %d idle connections after %d MiB each way: +%d sockets, +%d pipe fds (spares of the pool)"
+              % (n, size // MIB, sockets1 - sockets0, pipes1 - pipes0))
+        assert sockets1 - sockets0 == 2 * n, (sockets0, sockets1)
+        # Spare pipes prove the splice path ran; a pipe held per idle direction would be 4n more.
+        assert 2 <= pipes1 - pipes0 <= 32, (pipes0, pipes1)
+        for s in socks:
+            s.close()
+        socks = []
+        wait_for(lambda: r.fds() == before, timeout=10, what="fd count back to %d (now %d)" % (before, r.fds()))
+    finally:
+        for s in socks:
+            s.close()
+        r.stop()
+        srv.stop()
+        shutil.rmtree(d)
+
+
 def test_1000_concurrent_connections():
     d = tmpdir()
     port = free_port()
