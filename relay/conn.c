@@ -99,6 +99,7 @@ struct sf_conn {
 static void dial_next(struct sf_conn *c);
 static void progress(struct sf_conn *c);
 static ssize_t read_some(struct sf_conn *c, int from);
+static int read_step(struct sf_conn *c, int from);
 static void count_bytes(struct sf_conn *c, int from, size_t n);
 static void relay_error(struct sf_conn *c, int e);
 
@@ -708,18 +709,9 @@ static void on_hello(struct sf_conn *c) {
         d->len = SF_HS_CLIENT_LEN;
         /* Whatever the client sent already goes out in the frame's segment: the host relay
          * wakes once for both. */
-        if (c->rd[CLIENT]) {
-                ssize_t n = read_some(c, CLIENT);
-                if (n > 0)
-                        count_bytes(c, CLIENT, (size_t)n);
-                else if (n == 0)
-                        d->eof = true;
-                else if (errno == EAGAIN)
-                        c->rd[CLIENT] = false;
-                else if (errno != EINTR) {
-                        relay_error(c, errno);
-                        return;
-                }
+        if (c->rd[CLIENT] && (r = read_step(c, CLIENT)) < 0) {
+                relay_error(c, -r);
+                return;
         }
         c->hs_await_status = true;
         c->hs_len = 0;
@@ -728,18 +720,17 @@ static void on_hello(struct sf_conn *c) {
         start_relaying(c);
 }
 
-/* Connecting side: the status frame that follows our client frame. */
 /* Connecting side, first read after our client frame: the status frame and usually the
  * upstream's first bytes arrive together, so they are read in one call into the direction's
  * buffer; the frame is taken from its front and the rest waits there for the client. 1: read
  * (the frame may still be incomplete), 0: nothing yet, -1: closed or failed. */
 static int status_read_first(struct sf_conn *c) {
         struct dir *d = &c->dir[UPSTREAM];
-        if (!d->buf && !(d->buf = sf_bufpool_get(c->fwd->pool)))
-                return -1;
+        /* Nothing came from the upstream before its status: the read lands at the buffer's
+         * start, through recv (a first read is never bulk). */
         ssize_t n;
         do
-                n = recv(c->fd[UPSTREAM], d->buf, SF_BUF_SIZE, 0);
+                n = read_some(c, UPSTREAM);
         while (n < 0 && errno == EINTR);
         if (n < 0 && errno == EAGAIN) {
                 c->rd[UPSTREAM] = false;
@@ -754,13 +745,11 @@ static int status_read_first(struct sf_conn *c) {
         memcpy(c->hs, d->buf, take);
         c->hs_len = (uint16_t)take;
         d->off = (uint32_t)take;
-        d->len = (uint32_t)n;
         count_bytes(c, UPSTREAM, (size_t)n - take);
-        if (n < SF_BUF_SIZE && !c->rdhup[UPSTREAM])
-                c->rd[UPSTREAM] = false;
         return 1;
 }
 
+/* Connecting side: the status frame that follows our client frame. */
 static void on_status(struct sf_conn *c) {
         struct sf_fwd *fwd = c->fwd;
         int r = 1;
@@ -889,6 +878,26 @@ static ssize_t read_some(struct sf_conn *c, int from) {
         return n;
 }
 
+/* read_some and what follows it wherever it is called: bytes counted, the EOF noted,
+ * readiness cleared on EAGAIN. 1 when bytes or the EOF came, 0 when nothing did, -errno. */
+static int read_step(struct sf_conn *c, int from) {
+        ssize_t n;
+        do
+                n = read_some(c, from);
+        while (n < 0 && errno == EINTR);
+        if (n < 0) {
+                if (errno != EAGAIN)
+                        return -errno;
+                c->rd[from] = false;
+                return 0;
+        }
+        if (n == 0)
+                c->dir[from].eof = true;
+        else
+                count_bytes(c, from, (size_t)n);
+        return 1;
+}
+
 /* Moves bytes from side `from` to the other side while both are ready; what the other side
  * does not take stays queued and reading `from` waits until it drains (backpressure). After
  * PUMP_ROUNDS reads the connection yields to the others and continues in a deferred call.
@@ -900,21 +909,12 @@ static int pump(struct sf_conn *c, int from) {
                         sf_evset_defer(c->fwd->ev, &c->ev[CLIENT]);
                         return 0;
                 }
-                ssize_t n = read_some(c, from);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        if (errno == EAGAIN) {
-                                c->rd[from] = false;
-                                break;
-                        }
-                        return -errno;
-                }
-                if (n == 0)
-                        d->eof = true;
-                else
-                        count_bytes(c, from, (size_t)n);
-                int r = flush(c, from);
+                int r = read_step(c, from);
+                if (r < 0)
+                        return r;
+                if (r == 0)
+                        break;
+                r = flush(c, from);
                 if (r < 0)
                         return r;
         }

@@ -51,6 +51,14 @@ void sf_relay_on_fatal(struct sf_relay *relay, sf_relay_fatal_cb cb, void *data)
         relay->fatal_data = data;
 }
 
+/* In the relay's epoll set, as the connections are: an accept costs no libuv turn. */
+static int listen_add(struct sf_fwd *fwd) {
+        int r = sf_evset_add_listener(fwd->ev, fwd->listener.fd, &fwd->listen_ev);
+        if (r == 0)
+                fwd->listening = true;
+        return r;
+}
+
 static void listen_pause(struct sf_fwd *fwd) {
         if (!fwd->listening)
                 return;
@@ -272,14 +280,12 @@ static void listener_resume(struct sf_fwd *fwd) {
         if (fwd->stats.active >= fwd->conf->max_conns)
                 return;
         fwd->paused_full = false;
-        int r = sf_evset_add_listener(fwd->ev, fwd->listener.fd, &fwd->listen_ev);
+        int r = listen_add(fwd);
         if (r < 0) {
                 sf_log(SF_LOG_ERROR, fwd->conf->name, 0, "listener %s: epoll_ctl: %s: this forward stops serving",
                        fwd->conf->listen.text, strerror(-r));
                 fwd_fatal(fwd, r);
-                return;
         }
-        fwd->listening = true;
 }
 
 int sf_relay_start(struct sf_relay *relay) {
@@ -293,14 +299,12 @@ int sf_relay_start(struct sf_relay *relay) {
                 f->backoff_init = true;
                 f->listen_ev.cb = on_listen;
                 f->listen_started = true;
-                /* In our epoll set, as the connections are: an accept costs no libuv turn. */
-                int r = sf_evset_add_listener(&relay->ev, f->listener.fd, &f->listen_ev);
+                int r = listen_add(f);
                 if (r < 0) {
                         sf_log(SF_LOG_ERROR, f->conf->name, 0, "listener %s: %s", f->conf->listen.text,
                                strerror(-r));
                         return r;
                 }
-                f->listening = true;
         }
         return 0;
 }
@@ -335,7 +339,6 @@ static void maybe_stopped(struct sf_relay *relay) {
                 return;
         relay->stopped = true;
         sf_evset_close(&relay->ev);
-        sf_pipepool_trim(relay->pipes);
         sf_log(SF_LOG_INFO, NULL, 0, "stopped");
         if (relay->stopped_cb)
                 relay->stopped_cb(relay, relay->stopped_data);
