@@ -180,6 +180,21 @@ fds_per_conn() {
         esac
 }
 
+# A container relay (unix:$T/SOCK.sock) → TCP link → host relay (→ the unix server), each
+# forward with the extra keys OPTS; sets EP and ROOTS as start_contender does.
+start_pair() {
+        local sock=$1 opts=$2
+        EP=unix:$T/$sock.sock
+        # shellcheck disable=SC2086
+        "$SOCKFERRY" relay $SF_ARGS -F "host:tcp:127.0.0.1:$LINK_PORT=unix:$T/srv.sock$opts,max-conns=$MAXC" \
+                2>>"$T/$NAME.log" &
+        ROOTS=($!)
+        # shellcheck disable=SC2086
+        "$SOCKFERRY" relay $SF_ARGS -F "ctr:unix:$T/$sock.sock=tcp:127.0.0.1:$LINK_PORT$opts,max-conns=$MAXC" \
+                2>>"$T/$NAME.log" &
+        ROOTS+=($!)
+}
+
 # Starts contender $1; sets EP (where clients connect) and ROOTS (relay processes).
 start_contender() {
         NAME=$1
@@ -207,26 +222,10 @@ start_contender() {
                 ;;
         sf-pair)
                 # the same relay pair as sf-auth with auth = none: the cost of the handshake alone
-                EP=unix:$T/sfp.sock
-                # shellcheck disable=SC2086
-                "$SOCKFERRY" relay $SF_ARGS -F "host:tcp:127.0.0.1:$LINK_PORT=unix:$T/srv.sock,max-conns=$MAXC" \
-                        2>>"$T/$NAME.log" &
-                ROOTS=($!)
-                # shellcheck disable=SC2086
-                "$SOCKFERRY" relay $SF_ARGS -F "ctr:unix:$T/sfp.sock=tcp:127.0.0.1:$LINK_PORT,max-conns=$MAXC" \
-                        2>>"$T/$NAME.log" &
-                ROOTS+=($!)
+                start_pair sfp ""
                 ;;
         sf-auth)
-                EP=unix:$T/sfa.sock
-                # shellcheck disable=SC2086
-                "$SOCKFERRY" relay $SF_ARGS -F "host:tcp:127.0.0.1:$LINK_PORT=unix:$T/srv.sock,auth=token,token-file=$T/token,max-conns=$MAXC" \
-                        2>>"$T/$NAME.log" &
-                ROOTS=($!)
-                # shellcheck disable=SC2086
-                "$SOCKFERRY" relay $SF_ARGS -F "ctr:unix:$T/sfa.sock=tcp:127.0.0.1:$LINK_PORT,auth=token,token-file=$T/token,max-conns=$MAXC" \
-                        2>>"$T/$NAME.log" &
-                ROOTS+=($!)
+                start_pair sfa ",auth=token,token-file=$T/token"
                 ;;
         esac
         STARTED+=("${ROOTS[@]}")
