@@ -3,7 +3,10 @@
  * per read and an idle connection holds no buffer at all. */
 #include <stddef.h>
 
-#define SF_BUF_SIZE (128 * 1024)
+/* Larger than a unix socket's default send buffer (net.core.wmem_default, 208 KiB), so one
+ * recv takes all a unix client has queued: 128 KiB buffers moved unix to TCP at about
+ * 1 700 MiB/s, 256 KiB ones at about 2 500 (bench/RESULTS.md). */
+#define SF_BUF_SIZE (256 * 1024)
 
 struct sf_bufpool;
 
