@@ -152,8 +152,9 @@ wait_ready() {
 # ---- contenders ----
 
 SRV_PORT=$(free_port)
-"$SF_LOAD" server --listen "tcp:127.0.0.1:$SRV_PORT" 2>>"$T/server.log" & STARTED+=($!)
-"$SF_LOAD" server --listen "unix:$T/srv.sock" 2>>"$T/server.log" & STARTED+=($!)
+"$SF_LOAD" server --listen "tcp:127.0.0.1:$SRV_PORT" 2>>"$T/server.log" & SERVERS=($!)
+"$SF_LOAD" server --listen "unix:$T/srv.sock" 2>>"$T/server.log" & SERVERS+=($!)
+STARTED+=("${SERVERS[@]}")
 LINK_PORT=$(free_port)
 while ((LINK_PORT == SRV_PORT)); do LINK_PORT=$(free_port); done
 MAXC=20000
@@ -251,7 +252,7 @@ sampler() {
 }
 
 speed_one() {
-        local run=$1 line bytes=0 b c0 c1 c2 c3 f0 n sampler_pid t dir streams key quiet
+        local run=$1 line bytes=0 b c0 c1 c2 c3 r0 r1 s0 s1 s2 s3 f0 n secs ends sampler_pid t dir streams key quiet
         quiet=$(wait_quiet)
         start_contender "$2"
         rec "$run" busy_pct "$quiet"
@@ -265,26 +266,51 @@ speed_one() {
         fi
         for t in "up 1 up" "down 1 down" "down $STREAMS downN"; do
                 read -r dir streams key <<<"$t"
+                r0=0 r1=0
+                ((${#ROOTS[@]})) && r0=$(cpu_ticks "${ROOTS[@]}")
+                s0=$(cpu_ticks "${SERVERS[@]}")
                 line=$(measure throughput --dir "$dir" --streams "$streams" --seconds "$SECONDS_PER")
+                s1=$(cpu_ticks "${SERVERS[@]}")
+                ((${#ROOTS[@]})) && r1=$(cpu_ticks "${ROOTS[@]}")
                 rec "$run" "${key}_mib_s" "$(kv "$line" mib_s)"
                 b=$(kv "$line" bytes)
                 bytes=$((bytes + ${b:-0}))
+                # With several streams the direct connection keeps both cores busy: how much
+                # CPU every process together spends per GiB says what a relay's path can reach.
+                if [[ $key == downN && ${b:-0} -gt 0 ]]; then
+                        ends=$(calc "$(kv "$line" cpu_s) + ($s1 - $s0 + $r1 - $r0) / $CLK_TCK")
+                        rec "$run" downN_all_s_gib "$(calc "$ends / ($b / 1073741824)")"
+                        rec "$run" downN_cores "$(calc "$ends / $(kv "$line" seconds)")"
+                fi
         done
         ((${#ROOTS[@]})) && c1=$(cpu_ticks "${ROOTS[@]}")
         line=$(measure pingpong --seconds "$SECONDS_PER")
         rec "$run" rtt_s "$(kv "$line" rtt_s)"
         rec "$run" rtt_p50_us "$(kv "$line" p50_us)"
         rec "$run" rtt_p99_us "$(kv "$line" p99_us)"
+        c2=0
         ((${#ROOTS[@]})) && c2=$(cpu_ticks "${ROOTS[@]}")
+        s2=$(cpu_ticks "${SERVERS[@]}")
         line=$(measure conns --concurrency "$CONC" --seconds "$SECONDS_PER")
         n=$(kv "$line" n)
+        secs=$(kv "$line" seconds)
         rec "$run" conns_s "$(kv "$line" conns_s)"
         rec "$run" conn_p50_us "$(kv "$line" p50_us)"
         rec "$run" conns_n "$n"
         rec "$run" conn_errors "$(kv "$line" errors)"
+        # The CPU the endpoints (the load generator and the server) spend per connection, and
+        # how much of the machine everything took during the churn: on two cores the relay
+        # competes with both endpoints for it.
+        ((${#ROOTS[@]})) && sleep 0.5 # let the relay close the last connections (and socat reap its children)
+        s3=$(cpu_ticks "${SERVERS[@]}")
+        c3=$c2
+        ((${#ROOTS[@]})) && c3=$(cpu_ticks "${ROOTS[@]}")
+        if ((${n:-0} > 0)); then
+                ends=$(calc "$(kv "$line" cpu_s) + ($s3 - $s2) / $CLK_TCK")
+                rec "$run" ends_ms_kconn "$(calc "$ends * 1000 / ($n / 1000)")"
+                rec "$run" churn_cores "$(calc "($ends + ($c3 - $c2) / $CLK_TCK) / $secs")"
+        fi
         if ((${#ROOTS[@]})); then
-                sleep 0.5 # let the relay close the last connections (and socat reap its children)
-                c3=$(cpu_ticks "${ROOTS[@]}")
                 ((bytes > 0)) && rec "$run" cpu_s_gib "$(calc "($c1 - $c0) / $CLK_TCK / ($bytes / 1073741824)")"
                 ((${n:-0} > 0)) && rec "$run" cpu_ms_kconn "$(calc "($c3 - $c2) * 1000 / $CLK_TCK / ($n / 1000)")"
                 rec "$run" fds_before "$f0"
@@ -358,7 +384,11 @@ conn_p50_us	connect+first byte p50 µs	r
 conn_errors	connection errors	-
 conns_n	connections in the churn	-
 cpu_s_gib	relay CPU s per GiB moved	-
+downN_all_s_gib	all processes CPU s per GiB, STREAMS streams	-
+downN_cores	CPUs busy, STREAMS streams (all processes)	-
 cpu_ms_kconn	relay CPU ms per 1000 conns	-
+ends_ms_kconn	client + server CPU ms per 1000 conns	-
+churn_cores	CPUs busy in the churn (all processes)	-
 peak_rss_mib	relay peak RSS MiB (Σ VmHWM)	-
 fds_before	relay fds before the churn	-
 fds_after	relay fds after the churn	-

@@ -442,6 +442,15 @@ static void *stream_run(void *arg) {
         return NULL;
 }
 
+/* CPU seconds (user + system) this process has used so far, all threads. */
+static double self_cpu_s(void) {
+        struct rusage ru;
+        if (getrusage(RUSAGE_SELF, &ru) < 0)
+                die("getrusage");
+        return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+               (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
 static int cmd_throughput(const struct opts *o) {
         struct endpoint ep = connect_endpoint(o);
         struct stream *st = calloc(o->streams, sizeof *st);
@@ -469,9 +478,9 @@ static int cmd_throughput(const struct opts *o) {
                 end = st[i].end > end ? st[i].end : end;
         }
         secs = (double)(end - start) / 1e9;
-        printf("mode=throughput dir=%s streams=%u seconds=%.3f bytes=%llu mib_s=%.1f\n",
+        printf("mode=throughput dir=%s streams=%u seconds=%.3f bytes=%llu mib_s=%.1f cpu_s=%.3f\n",
                o->upload ? "up" : "down", o->streams, secs, (unsigned long long)bytes,
-               (double)bytes / (1024.0 * 1024.0) / secs);
+               (double)bytes / (1024.0 * 1024.0) / secs, self_cpu_s());
         free(st);
         free(t);
         return 0;
@@ -569,9 +578,9 @@ static int cmd_conns(const struct opts *o) {
                 end = ch[i].end > end ? ch[i].end : end;
         }
         secs = (double)(end - start) / 1e9;
-        printf("mode=conns concurrency=%u seconds=%.3f n=%zu errors=%llu conns_s=%.0f p50_us=%.1f p99_us=%.1f\n",
+        printf("mode=conns concurrency=%u seconds=%.3f n=%zu errors=%llu conns_s=%.0f p50_us=%.1f p99_us=%.1f cpu_s=%.3f\n",
                o->concurrency, secs, all.n, (unsigned long long)errors, (double)all.n / secs,
-               samples_quantile_us(&all, 0.50), samples_quantile_us(&all, 0.99));
+               samples_quantile_us(&all, 0.50), samples_quantile_us(&all, 0.99), self_cpu_s());
         free(all.v);
         free(ch);
         free(t);
