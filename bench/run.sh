@@ -11,7 +11,7 @@
 #   IDLE_COUNTS="1000 10000"   idle connections held in the memory test
 #   MODE=all          all | speed | memory
 #   ONLY=             contenders to run (default: every one available):
-#                     tcp unix socat proxyd sockferry sf-pair sf-auth
+#                     tcp unix socat proxyd sockferry sf-pair sf-auth sf-apart
 #   SF_ARGS=          extra arguments for `sockferry relay` (e.g. -q)
 #   WAIT_QUIET=0      before each contender, wait up to this many seconds for the machine to be
 #                     idle (under 10 % busy over 1 s); the busy % found is recorded either way
@@ -165,7 +165,10 @@ command -v socat >/dev/null && AVAILABLE+=(socat)
 [[ -x $PROXYD ]] && command -v systemd-socket-activate >/dev/null && AVAILABLE+=(proxyd)
 if [[ -x $SOCKFERRY ]]; then
         AVAILABLE+=(sockferry sf-pair)
-        "$SOCKFERRY" keygen -o "$T/token" >/dev/null 2>&1 && AVAILABLE+=(sf-auth)
+        if "$SOCKFERRY" keygen -o "$T/token" >/dev/null 2>&1; then
+                AVAILABLE+=(sf-auth)
+                command -v taskset >/dev/null && (($(nproc) >= 2)) && AVAILABLE+=(sf-apart)
+        fi
 fi
 CONTENDERS=()
 for c in "${AVAILABLE[@]}"; do
@@ -176,23 +179,30 @@ done
 fds_per_conn() {
         case $1 in
         proxyd) echo 6 ;;            # two sockets and two pipes for splice()
-        sockferry|sf-pair|sf-auth) echo 2 ;;
+        sockferry|sf-pair|sf-auth|sf-apart) echo 2 ;;
         *) echo 1 ;;                 # socat: one child per connection; client and server hold one
         esac
 }
 
 # A container relay (unix:$T/SOCK.sock) → TCP link → host relay (→ the unix server), each
-# forward with the extra keys OPTS; sets EP and ROOTS as start_contender does.
+# forward with the extra keys OPTS; sets EP and ROOTS as start_contender does. With APART, the
+# host relay runs on CPU 0 and the container relay on CPU 1: in the real deployment they are on
+# two machines, while here the scheduler, seeing them wake each other, tends to put both on one
+# CPU (bench/RESULTS.md).
 start_pair() {
-        local sock=$1 opts=$2
+        local sock=$1 opts=$2 host_cpu=() ctr_cpu=()
+        if [[ ${3:-} == APART ]]; then
+                host_cpu=(taskset -c 0)
+                ctr_cpu=(taskset -c 1)
+        fi
         EP=unix:$T/$sock.sock
         # shellcheck disable=SC2086
-        "$SOCKFERRY" relay $SF_ARGS -F "host:tcp:127.0.0.1:$LINK_PORT=unix:$T/srv.sock$opts,max-conns=$MAXC" \
-                2>>"$T/$NAME.log" &
+        "${host_cpu[@]}" "$SOCKFERRY" relay $SF_ARGS \
+                -F "host:tcp:127.0.0.1:$LINK_PORT=unix:$T/srv.sock$opts,max-conns=$MAXC" 2>>"$T/$NAME.log" &
         ROOTS=($!)
         # shellcheck disable=SC2086
-        "$SOCKFERRY" relay $SF_ARGS -F "ctr:unix:$T/$sock.sock=tcp:127.0.0.1:$LINK_PORT$opts,max-conns=$MAXC" \
-                2>>"$T/$NAME.log" &
+        "${ctr_cpu[@]}" "$SOCKFERRY" relay $SF_ARGS \
+                -F "ctr:unix:$T/$sock.sock=tcp:127.0.0.1:$LINK_PORT$opts,max-conns=$MAXC" 2>>"$T/$NAME.log" &
         ROOTS+=($!)
 }
 
@@ -227,6 +237,9 @@ start_contender() {
                 ;;
         sf-auth)
                 start_pair sfa ",auth=token,token-file=$T/token"
+                ;;
+        sf-apart)
+                start_pair sfx ",auth=token,token-file=$T/token" APART
                 ;;
         esac
         STARTED+=("${ROOTS[@]}")
