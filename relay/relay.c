@@ -20,7 +20,8 @@
 #define ACCEPT_BATCH 64
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 1000
-#define BUFPOOL_RESERVE 64
+/* Spare copy buffers kept after a burst: 8 MiB of SF_BUF_SIZE ones at most. */
+#define BUFPOOL_RESERVE 32
 #define PIPEPOOL_RESERVE 16
 #define RATELIMIT_PER_SEC 5
 
