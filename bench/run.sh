@@ -75,6 +75,7 @@ proc_cat() {
         cat "${paths[@]}" 2>/dev/null || true
 }
 
+# 0 for no process at all: the direct contenders have no relay.
 cpu_ticks() { proc_cat stat "$@" | awk '{ sub(/^.*\) /, ""); s += $12 + $13 + $14 + $15 } END { printf "%d\n", s }'; }
 status_kb() { local key=$1; shift; proc_cat status "$@" | awk -v k="$key:" '$1 == k { s += $2 } END { printf "%d\n", s }'; }
 pss_kb() { proc_cat smaps_rollup "$@" | awk '$1 == "Pss:" { s += $2 } END { printf "%d\n", s }'; }
@@ -265,7 +266,7 @@ sampler() {
 }
 
 speed_one() {
-        local run=$1 line bytes=0 b c0 c1 c2 c3 r0 r1 s0 s1 s2 s3 f0 n secs ends sampler_pid t dir streams key quiet
+        local run=$1 line bytes=0 b c0 c1 c2 c3 a0 a1 s2 s3 f0 n all ends sampler_pid t dir streams key quiet
         quiet=$(wait_quiet)
         start_contender "$2"
         rec "$run" busy_pct "$quiet"
@@ -279,21 +280,18 @@ speed_one() {
         fi
         for t in "up 1 up" "down 1 down" "down $STREAMS downN"; do
                 read -r dir streams key <<<"$t"
-                r0=0 r1=0
-                ((${#ROOTS[@]})) && r0=$(cpu_ticks "${ROOTS[@]}")
-                s0=$(cpu_ticks "${SERVERS[@]}")
+                a0=$(cpu_ticks "${SERVERS[@]}" "${ROOTS[@]}")
                 line=$(measure throughput --dir "$dir" --streams "$streams" --seconds "$SECONDS_PER")
-                s1=$(cpu_ticks "${SERVERS[@]}")
-                ((${#ROOTS[@]})) && r1=$(cpu_ticks "${ROOTS[@]}")
+                a1=$(cpu_ticks "${SERVERS[@]}" "${ROOTS[@]}")
                 rec "$run" "${key}_mib_s" "$(kv "$line" mib_s)"
                 b=$(kv "$line" bytes)
                 bytes=$((bytes + ${b:-0}))
                 # With several streams the direct connection keeps both cores busy: how much
                 # CPU every process together spends per GiB says what a relay's path can reach.
                 if [[ $key == downN && ${b:-0} -gt 0 ]]; then
-                        ends=$(calc "$(kv "$line" cpu_s) + ($s1 - $s0 + $r1 - $r0) / $CLK_TCK")
-                        rec "$run" downN_all_s_gib "$(calc "$ends / ($b / 1073741824)")"
-                        rec "$run" downN_cores "$(calc "$ends / $(kv "$line" seconds)")"
+                        all=$(calc "$(kv "$line" cpu_s) + ($a1 - $a0) / $CLK_TCK")
+                        rec "$run" downN_all_s_gib "$(calc "$all / ($b / 1073741824)")"
+                        rec "$run" downN_cores "$(calc "$all / $(kv "$line" seconds)")"
                 fi
         done
         ((${#ROOTS[@]})) && c1=$(cpu_ticks "${ROOTS[@]}")
@@ -301,12 +299,10 @@ speed_one() {
         rec "$run" rtt_s "$(kv "$line" rtt_s)"
         rec "$run" rtt_p50_us "$(kv "$line" p50_us)"
         rec "$run" rtt_p99_us "$(kv "$line" p99_us)"
-        c2=0
-        ((${#ROOTS[@]})) && c2=$(cpu_ticks "${ROOTS[@]}")
+        c2=$(cpu_ticks "${ROOTS[@]}")
         s2=$(cpu_ticks "${SERVERS[@]}")
         line=$(measure conns --concurrency "$CONC" --seconds "$SECONDS_PER")
         n=$(kv "$line" n)
-        secs=$(kv "$line" seconds)
         rec "$run" conns_s "$(kv "$line" conns_s)"
         rec "$run" conn_p50_us "$(kv "$line" p50_us)"
         rec "$run" conns_n "$n"
@@ -316,12 +312,11 @@ speed_one() {
         # competes with both endpoints for it.
         ((${#ROOTS[@]})) && sleep 0.5 # let the relay close the last connections (and socat reap its children)
         s3=$(cpu_ticks "${SERVERS[@]}")
-        c3=$c2
-        ((${#ROOTS[@]})) && c3=$(cpu_ticks "${ROOTS[@]}")
+        c3=$(cpu_ticks "${ROOTS[@]}")
         if ((${n:-0} > 0)); then
                 ends=$(calc "$(kv "$line" cpu_s) + ($s3 - $s2) / $CLK_TCK")
                 rec "$run" ends_ms_kconn "$(calc "$ends * 1000 / ($n / 1000)")"
-                rec "$run" churn_cores "$(calc "($ends + ($c3 - $c2) / $CLK_TCK) / $secs")"
+                rec "$run" churn_cores "$(calc "($ends + ($c3 - $c2) / $CLK_TCK) / $(kv "$line" seconds)")"
         fi
         if ((${#ROOTS[@]})); then
                 ((bytes > 0)) && rec "$run" cpu_s_gib "$(calc "($c1 - $c0) / $CLK_TCK / ($bytes / 1073741824)")"

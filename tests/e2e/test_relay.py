@@ -150,9 +150,9 @@ def test_20000_sequential_connections_leave_no_fd_behind():
 
 def bulk_echo_pipe_fds(d, where, n, size):
     """Echoes `size` bytes each way over `n` connections through a relay to an echo server at
-    `where` (tcp:HOST:PORT or a unix path) and leaves them open and idle; returns the pipe descriptors the relay holds then
-    beyond its baseline. Checks that idle connections hold only their two sockets and that the
-    relay is back to its baseline once they close."""
+    `where` (tcp:HOST:PORT or a unix path) and leaves them open and idle; returns the pipe
+    descriptors the relay holds then beyond its baseline. Checks that idle connections hold only
+    their two sockets and that the relay is back to its baseline once they close."""
     upstream = where if where.startswith("tcp:") else "unix:" + where
     srv = Server("echo", where)
     r = Relay(["relay", "-q", "-F", "bulk:unix:%s/b.sock=%s" % (d, upstream)])
