@@ -188,11 +188,15 @@ class Scenario:
                 pass
             time.sleep(0.01)
         hosts = "127.0.0.1 localhost\n::1 localhost\n127.0.0.1 " + " ".join(HOST_NAMES) + "\n"
-        self.sh("ip link set lo up\n"
-                f"mount -t overlay overlay -o lowerdir=/etc,upperdir={self.dir}/etc-up,"
-                f"workdir={self.dir}/etc-work /etc\n"
-                f"printf %s {shlex.quote(hosts)} > /etc/hosts\n"
-                "mount -t tmpfs -o mode=0755 tmpfs /run\n", check=True)
+        try:
+            self.sh("ip link set lo up\n"
+                    f"mount -t overlay overlay -o lowerdir=/etc,upperdir={self.dir}/etc-up,"
+                    f"workdir={self.dir}/etc-work /etc\n"
+                    f"printf %s {shlex.quote(hosts)} > /etc/hosts\n"
+                    "mount -t tmpfs -o mode=0755 tmpfs /run\n", check=True)
+        except BaseException:
+            self.close()
+            raise
 
     def cmd(self, argv):
         return ["nsenter", "-t", str(self.holder.pid), "-m", "-n", "--"] + argv
@@ -240,8 +244,11 @@ class Scenario:
         return "\n".join(out)
 
     def close(self):
-        ino = os.stat(f"/proc/{self.holder.pid}/ns/net").st_ino
-        for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            ino = os.stat(f"/proc/{self.holder.pid}/ns/net").st_ino
+        except OSError:
+            ino = None
+        for sig in (signal.SIGTERM, signal.SIGKILL) if ino else ():
             pids = []
             for d in pathlib.Path("/proc").iterdir():
                 if not d.name.isdigit() or int(d.name) == os.getpid():
@@ -262,6 +269,7 @@ class Scenario:
                     p.poll()
                 self.holder.poll()
                 time.sleep(0.05)
+        self.holder.kill()
         for p, _, _ in self.background:
             p.wait()
         self.holder.wait()
@@ -352,7 +360,12 @@ def main():
                     continue
                 if sc:
                     sc.close()
-                sc = Scenario(sockferry)
+                    sc = None
+                try:
+                    sc = Scenario(sockferry)
+                except (OSError, RuntimeError) as e:
+                    results.append((False, f"{b.where} ({b.lang})", f"cannot set up the namespaces: {e}"))
+                    continue
             last_file = b.path
             ok, detail = run_block(sc, b, check_argv)
             if not ok:
