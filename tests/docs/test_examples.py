@@ -177,6 +177,8 @@ class Scenario:
         (self.bin / "sockferry").symlink_to(sockferry)
         self.env = {"PATH": f"{self.bin}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                     "HOME": str(self.home), "LANG": "C.UTF-8", "TERM": "dumb", "USER": "root"}
+        # A sanitizer build's settings reach the examples' sockferry as CI set them.
+        self.env.update({k: v for k, v in os.environ.items() if k.endswith("SAN_OPTIONS")})
         self.background = []    # (Popen, log path, what)
         self.holder = subprocess.Popen(["unshare", "--mount", "--net", "--propagation", "private",
                                         "sleep", "infinity"], stdin=subprocess.DEVNULL)
