@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""The README's troubleshooting table quotes messages sockferry really prints.
+"""The troubleshooting table quotes messages sockferry really prints.
 
-Usage: test_troubleshooting.py README.md SOURCE_ROOT   (TAP output)
+Usage: test_troubleshooting.py doc/TROUBLESHOOTING.md SOURCE_ROOT   (TAP output)
 
-Each row of the table under "## Troubleshooting" starts with the message, written as one or
+Each row of the table under "## Messages" starts with the message, written as one or
 more `code` fragments; "…" stands for a part that varies (a path, an endpoint, an errno
 text). Every fragment must match one C string literal of relay/, shim/, conf/ or preload/
 (adjacent literals joined, printf conversions standing for "…"), its pieces in order.
@@ -42,9 +42,9 @@ def source_strings(root):
     return out
 
 
-def table_rows(readme):
-    text = readme.read_text(encoding="utf-8")
-    m = re.search(r"^## Troubleshooting\n(.*?)(?=^## )", text, flags=re.S | re.M)
+def table_rows(doc):
+    text = doc.read_text(encoding="utf-8")
+    m = re.search(r"^## Messages\n(.*?)(?=^## |\Z)", text, flags=re.S | re.M)
     if not m:
         return None
     rows = []
@@ -72,11 +72,11 @@ def matches(fragment, literal):
 
 
 def main():
-    readme, root = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+    doc, root = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
     strings = source_strings(root)
-    rows = table_rows(readme)
+    rows = table_rows(doc)
     if rows is None:
-        print("1..1\nnot ok 1 - README.md has a '## Troubleshooting' section")
+        print(f"1..1\nnot ok 1 - {doc.name} has a '## Messages' section")
         return 1
     tests = []
     for cells in rows:

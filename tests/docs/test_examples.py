@@ -1,0 +1,395 @@
+#!/usr/bin/env python3
+"""Runs every shell and config example of README.md and doc/*.md (TAP output).
+
+Usage: test_examples.py SOURCE_ROOT        (environment: SOCKFERRY, the binary to put on PATH)
+
+Blocks run: ```sh (or bash, shell), ```console (its `$ ` lines) and ```ini. An HTML comment on
+the line just before the fence steers a block:
+
+    <!-- doctest: DIRECTIVE; DIRECTIVE; ... -->
+
+  skip REASON    not run; listed with its reason as a TAP diagnostic (neither pass nor fail)
+  then           runs in the scenario of the block before it (same namespaces, scratch
+                 directory and background processes); any other block starts a new scenario
+  background     (sh) runs in the background; the next block starts once it listens (a new
+                 listening socket appeared); it is stopped when the scenario ends
+  file PATH      (ini) written to PATH, where the blocks that follow use it
+  service EP     a stand-in HTTP service on EP (unix:/PATH or tcp:127.0.0.1:PORT), started
+                 before the block, for the real one (docker.sock, an agent) that is not here
+  token PATH     a fresh token at PATH, as a mounted secret would be
+  mount SRC DST  SRC bind-mounted at DST, as `docker run -v SRC:DST` would do
+  user NAME      the user and group NAME exist
+  exit N         the status the block must end with (default 0)
+  timeout S      seconds the block may take (default 30)
+
+An ini block is checked with `sockferry relay -t -c FILE` (validates, binds nothing; where the
+binary has no -t yet, with `sockferry check`, failing only on its usage/configuration statuses). A sh
+block runs under `bash -e -o pipefail` as root in a scratch directory, with the build's
+sockferry first on PATH and HOME in the scratch directory. Each scenario has its own mount and
+network namespace: loopback up, a private /etc (an overlay) whose /etc/hosts maps the names
+container engines give the host (host.docker.internal, host.lima.internal, ...) to 127.0.0.1,
+and a private tmpfs on /run (so /run/secrets, /var/run/docker.sock are the scenario's own).
+A failing block prints its file:line, the block, its output and the output of the scenario's
+background processes.
+"""
+import os
+import pathlib
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+RUN_LANGS = {"sh": "sh", "bash": "sh", "shell": "sh", "console": "console", "ini": "ini"}
+HOST_NAMES = ("host.docker.internal", "host.lima.internal", "host.containers.internal",
+              "host.orb.internal", "gateway.docker.internal")
+FENCE = re.compile(r"^(\s*)(`{3,})([\w-]*)\s*$")
+MARKER = re.compile(r"^\s*<!--\s*doctest:(.*?)-->\s*$")
+
+STAND_IN = r'''
+import http.server, os, socketserver, sys
+ep = sys.argv[1]
+class H(http.server.BaseHTTPRequestHandler):
+    def address_string(self): return "client"
+    def do_GET(self):
+        body = ("stand-in for %s: %s\n" % (ep, self.path)).encode()
+        self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
+        self.wfile.write(body)
+    do_POST = do_HEAD = do_GET
+    def log_message(self, *a): pass
+if ep.startswith("unix:"):
+    path = ep[5:]
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    if os.path.exists(path): os.unlink(path)
+    class S(socketserver.ThreadingMixIn, socketserver.UnixStreamServer): daemon_threads = True
+    S(path, H).serve_forever()
+else:
+    host, port = ep[4:].rsplit(":", 1)
+    http.server.ThreadingHTTPServer((host, int(port)), H).serve_forever()
+'''
+
+
+class Block:
+    def __init__(self, path, line, lang, text, directives):
+        self.path, self.line, self.lang, self.text = path, line, lang, text
+        self.where = f"{path}:{line}"
+        self.skip = None
+        self.then = self.background = False
+        self.file = None
+        self.exit = 0
+        self.timeout = 30
+        self.setup = []          # (kind, args) stand-ins, in order
+        self.error = None
+        for d in directives:
+            words = d.split()
+            if not words:
+                continue
+            op, args = words[0], words[1:]
+            if op == "skip":
+                self.skip = " ".join(args) or None
+                if not self.skip:
+                    self.error = "`skip` needs a reason"
+            elif op == "then" and not args:
+                self.then = True
+            elif op == "background" and not args and self.lang != "ini":
+                self.background = True
+            elif op == "file" and len(args) == 1 and self.lang == "ini":
+                self.file = args[0]
+            elif op in ("service", "token", "user") and len(args) == 1:
+                self.setup.append((op, args))
+            elif op == "mount" and len(args) == 2:
+                self.setup.append((op, args))
+            elif op in ("exit", "timeout") and len(args) == 1 and args[0].isdigit():
+                setattr(self, op, int(args[0]))
+            else:
+                self.error = f"unknown or malformed doctest directive {d.strip()!r}"
+
+    def script(self):
+        if self.lang != "console":
+            return self.text
+        cmds, cont = [], False
+        for line in self.text.splitlines():
+            if cont or line.startswith("$ "):
+                cmds.append(line if cont else line[2:])
+                cont = line.endswith("\\")
+        return "\n".join(cmds) + "\n"
+
+
+def blocks_of(root, rel):
+    lines = (root / rel).read_text(encoding="utf-8").splitlines()
+    out, i = [], 0
+    while i < len(lines):
+        m = FENCE.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        indent, fence, lang = m.group(1), m.group(2), m.group(3).lower()
+        start = i
+        body = []
+        i += 1
+        while i < len(lines) and lines[i].strip() != fence:
+            body.append(lines[i][len(indent):] if lines[i].startswith(indent) else lines[i].lstrip())
+            i += 1
+        i += 1
+        if lang not in RUN_LANGS:
+            continue
+        prev = lines[start - 1] if start > 0 else ""
+        mk = MARKER.match(prev)
+        directives = []
+        if mk:
+            # `skip` takes the rest of the marker as its reason, semicolons included.
+            head, sep, reason = mk.group(1).partition("skip ")
+            directives = [d for d in head.split(";") if d.strip()]
+            if sep:
+                directives.append("skip " + reason)
+        out.append(Block(rel, start + 1, RUN_LANGS[lang], "\n".join(body) + "\n", directives))
+    return out
+
+
+def listeners(pid):
+    """Listening TCP and unix sockets in the network namespace of pid."""
+    n = 0
+    for name in ("tcp", "tcp6"):
+        try:
+            rows = pathlib.Path(f"/proc/{pid}/net/{name}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        n += sum(1 for r in rows if r.split()[3] == "0A")
+    try:
+        rows = pathlib.Path(f"/proc/{pid}/net/unix").read_text().splitlines()[1:]
+        n += sum(1 for r in rows if r.split()[3] == "00010000")
+    except OSError:
+        pass
+    return n
+
+
+class Scenario:
+    """A mount and network namespace held open by a sleeping process, plus a scratch dir."""
+
+    def __init__(self, sockferry):
+        self.dir = pathlib.Path(tempfile.mkdtemp(prefix="sf-doctest."))
+        self.work, self.home, self.bin = self.dir / "work", self.dir / "home", self.dir / "bin"
+        for d in (self.work, self.home, self.bin, self.dir / "etc-up", self.dir / "etc-work"):
+            d.mkdir()
+        (self.bin / "sockferry").symlink_to(sockferry)
+        self.env = {"PATH": f"{self.bin}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                    "HOME": str(self.home), "LANG": "C.UTF-8", "TERM": "dumb", "USER": "root"}
+        # A sanitizer build's settings reach the examples' sockferry as CI set them.
+        self.env.update({k: v for k, v in os.environ.items() if k.endswith("SAN_OPTIONS")})
+        self.background = []    # (Popen, log path, what)
+        self.holder = subprocess.Popen(["unshare", "--mount", "--net", "--propagation", "private",
+                                        "sleep", "infinity"], stdin=subprocess.DEVNULL)
+        for _ in range(200):
+            try:
+                if os.readlink(f"/proc/{self.holder.pid}/ns/net") != os.readlink("/proc/self/ns/net"):
+                    break
+            except OSError:
+                pass
+            time.sleep(0.01)
+        hosts = "127.0.0.1 localhost\n::1 localhost\n127.0.0.1 " + " ".join(HOST_NAMES) + "\n"
+        try:
+            self.sh("ip link set lo up\n"
+                    f"mount -t overlay overlay -o lowerdir=/etc,upperdir={self.dir}/etc-up,"
+                    f"workdir={self.dir}/etc-work /etc\n"
+                    f"printf %s {shlex.quote(hosts)} > /etc/hosts\n"
+                    "mount -t tmpfs -o mode=0755 tmpfs /run\n", check=True)
+        except BaseException:
+            self.close()
+            raise
+
+    def cmd(self, argv):
+        return ["nsenter", "-t", str(self.holder.pid), "-m", "-n", "--"] + argv
+
+    def sh(self, script, check=False, timeout=30, log=None):
+        out = open(log, "w+") if log else tempfile.TemporaryFile("w+")
+        try:
+            r = subprocess.run(self.cmd(["bash", "-e", "-o", "pipefail", "-c", script]),
+                               cwd=self.work, env=self.env, stdin=subprocess.DEVNULL,
+                               stdout=out, stderr=subprocess.STDOUT, timeout=timeout)
+            status = r.returncode
+        except subprocess.TimeoutExpired:
+            status = None
+        out.seek(0)
+        text = out.read()
+        out.close()
+        if check and status != 0:
+            raise RuntimeError(f"scenario set-up failed ({status}): {text}")
+        return status, text
+
+    def start(self, argv, what):
+        """Starts argv in the namespaces in the background; waits until it listens."""
+        log = self.dir / f"bg{len(self.background)}.log"
+        before = listeners(self.holder.pid)
+        p = subprocess.Popen(self.cmd(argv), cwd=self.work, env=self.env, stdin=subprocess.DEVNULL,
+                             stdout=open(log, "w"), stderr=subprocess.STDOUT, start_new_session=True)
+        self.background.append((p, log, what))
+        deadline, seen, stable_since = time.monotonic() + 10, before, None
+        while time.monotonic() < deadline:
+            if p.poll() is not None:
+                return f"{what} exited with status {p.returncode} before it listened"
+            n = listeners(self.holder.pid)
+            if n != seen:
+                seen, stable_since = n, time.monotonic()
+            elif n > before and time.monotonic() - stable_since > 0.3:
+                return None
+            time.sleep(0.05)
+        return f"{what} opened no listening socket within 10 s"
+
+    def background_logs(self):
+        out = []
+        for p, log, what in self.background:
+            state = "running" if p.poll() is None else f"exited {p.returncode}"
+            out.append(f"--- background: {what} ({state}) ---\n{log.read_text(errors='replace')}")
+        return "\n".join(out)
+
+    def close(self):
+        try:
+            ino = os.stat(f"/proc/{self.holder.pid}/ns/net").st_ino
+        except OSError:
+            ino = None
+        for sig in (signal.SIGTERM, signal.SIGKILL) if ino else ():
+            pids = []
+            for d in pathlib.Path("/proc").iterdir():
+                if not d.name.isdigit() or int(d.name) == os.getpid():
+                    continue
+                try:
+                    if os.stat(d / "ns" / "net").st_ino == ino:
+                        pids.append(int(d.name))
+                except OSError:
+                    pass
+            for pid in pids:
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
+            deadline = time.monotonic() + 2
+            while time.monotonic() < deadline and any(os.path.exists(f"/proc/{p}") for p in pids):
+                for p, _, _ in self.background:
+                    p.poll()
+                self.holder.poll()
+                time.sleep(0.05)
+        self.holder.kill()
+        for p, _, _ in self.background:
+            p.wait()
+        self.holder.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def set_up(sc, kind, args):
+    """A stand-in the block declared; returns an error text or None."""
+    if kind == "service":
+        ep = args[0]
+        if not re.match(r"^(unix:/\S+|tcp:127\.0\.0\.1:\d+)$", ep):
+            return f"service {ep}: expected unix:/PATH or tcp:127.0.0.1:PORT"
+        return sc.start(["python3", "-c", STAND_IN, ep], f"stand-in service {ep}")
+    if kind == "token":
+        p = shlex.quote(args[0])
+        st, out = sc.sh(f"mkdir -p -m 0700 \"$(dirname {p})\"; sockferry keygen --force -o {p}")
+    elif kind == "mount":
+        src, dst = (shlex.quote(a) for a in args)
+        st, out = sc.sh(f"mkdir -p \"$(dirname {dst})\"; [ -d {src} ] && mkdir -p {dst} || touch {dst}\n"
+                        f"mount --bind {src} {dst}")
+    else:
+        n = shlex.quote(args[0])
+        st, out = sc.sh(f"getent passwd {n} >/dev/null || useradd --system --user-group --no-create-home {n}")
+    return None if st == 0 else f"{kind} {' '.join(args)}: {out.strip()}"
+
+
+def ini_checker(sockferry):
+    """How to validate a config: `relay -t` where the binary has it."""
+    h = subprocess.run([sockferry, "relay", "--help"], capture_output=True, text=True)
+    if "--test" in h.stdout + h.stderr:
+        return "sockferry relay -t -c FILE", lambda f: ["sockferry", "relay", "-t", "-c", f]
+    # Before the config test mode: `check` loads the file the same way and exits 64/78 on a
+    # usage or configuration error; its verdict on the link (0 or 1) is not asked for here.
+    return "sockferry check -c FILE (this build has no relay -t; 64/78 fail)", lambda f: [
+        "sh", "-c", 'sockferry check --timeout 1s -c "$1" >/dev/null; s=$?; [ $s != 64 ] && [ $s != 78 ] || exit $s', "sh", f]
+
+
+def run_block(sc, b, check_argv):
+    for kind, args in b.setup:
+        err = set_up(sc, kind, args)
+        if err:
+            return False, err
+    if b.lang == "ini":
+        path = b.file or str(sc.work / f"block-{b.line}.conf")
+        q = shlex.quote(path)
+        st, out = sc.sh(f"mkdir -p \"$(dirname {q})\"; cat > {q} <<'SF_DOCTEST_EOF'\n{b.text}SF_DOCTEST_EOF\n")
+        if st != 0:
+            return False, f"could not write {path}: {out}"
+        st, out = sc.sh(shlex.join(check_argv(path)), timeout=b.timeout)
+        what = f"{shlex.join(check_argv(path))} exited {st}, expected {b.exit}"
+    elif b.background:
+        err = sc.start(["bash", "-e", "-o", "pipefail", "-c", b.script()], f"{b.where} (background)")
+        return err is None, err or ""
+    else:
+        st, out = sc.sh(b.script(), timeout=b.timeout)
+        what = (f"timed out after {b.timeout} s" if st is None else f"exited {st}") + f", expected {b.exit}"
+    return st == b.exit, f"{what}\n{out}"
+
+
+def main():
+    root = pathlib.Path(sys.argv[1])
+    sockferry = os.environ.get("SOCKFERRY")
+    if not sockferry or not os.access(sockferry, os.X_OK):
+        print("1..1\nnot ok 1 - SOCKFERRY names the built binary (meson test sets it)")
+        return 1
+    files = ["README.md"] + sorted(str(p.relative_to(root)) for p in (root / "doc").glob("*.md"))
+    blocks = [b for f in files for b in blocks_of(root, f)]
+    if os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("nsenter"):
+        print("1..0 # SKIP needs root, unshare and nsenter: every example runs in its own "
+              "mount and network namespace")
+        return 0
+    checker, check_argv = ini_checker(sockferry)
+
+    results, diags = [], []
+    sc, last_file = None, None
+    try:
+        for b in blocks:
+            if b.error:
+                results.append((False, f"{b.where} ({b.lang}) marker", b.error))
+                continue
+            if b.skip:
+                diags.append(f"# skipped {b.where} ({b.lang}): {b.skip}")
+                continue
+            if not b.then or sc is None or b.path != last_file:
+                if b.then:
+                    results.append((False, f"{b.where} ({b.lang})",
+                                    "`then` but no runnable block before it in this file"))
+                    continue
+                if sc:
+                    sc.close()
+                    sc = None
+                try:
+                    sc = Scenario(sockferry)
+                except (OSError, RuntimeError) as e:
+                    results.append((False, f"{b.where} ({b.lang})", f"cannot set up the namespaces: {e}"))
+                    continue
+            last_file = b.path
+            ok, detail = run_block(sc, b, check_argv)
+            if not ok:
+                detail = (f"{b.where}: {b.lang} block failed: {detail}\n--- block ---\n{b.text}"
+                          + sc.background_logs())
+            results.append((ok, f"{b.where} ({b.lang}{', background' if b.background else ''})",
+                            detail))
+    finally:
+        if sc:
+            sc.close()
+
+    print(f"1..{len(results)}")
+    print(f"# ini blocks are checked with: {checker}")
+    for line in diags:
+        print(line)
+    for i, (ok, desc, detail) in enumerate(results, 1):
+        print(f"{'ok' if ok else 'not ok'} {i} - {desc}")
+        if not ok:
+            for line in detail.rstrip().splitlines():
+                print(f"#   {line}")
+    return 0 if all(ok for ok, _, _ in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
