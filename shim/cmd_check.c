@@ -172,7 +172,7 @@ static int check_forward(const struct sf_conf *conf, const struct sf_forward *f,
                                "auth = token needs a token-file (create one with sockferry keygen -o FILE)");
                         return SF_EX_CONFIG;
                 }
-                if (sf_token_load(token_file, &key) < 0)
+                if (sf_token_load(token_file, conf, &key) < 0)
                         return SF_EX_CONFIG;
                 has_key = true;
         }

@@ -132,10 +132,14 @@ int sf_cmd_relay(int argc, char **argv) {
                 status = SF_EX_CONFIG;
                 goto out;
         }
-        /* The control socket is bound with the listeners, before privileges are dropped. */
-        if (sf_relay_bind(m.relay) < 0 ||
-            (conf.control_set && sf_control_new(&loop, &conf, m.relay, &m.control) < 0) ||
-            sf_privs_drop(&conf) < 0 || sf_relay_start(m.relay) < 0) {
+        /* The control socket is bound with the listeners, before privileges are dropped. A
+         * path or address that a policy refuses (-EPERM) is a configuration error. */
+        if ((r = sf_relay_bind(m.relay)) < 0 ||
+            (conf.control_set && (r = sf_control_new(&loop, &conf, m.relay, &m.control)) < 0)) {
+                status = r == -EPERM ? SF_EX_CONFIG : 1;
+                goto out;
+        }
+        if (sf_privs_drop(&conf) < 0 || sf_relay_start(m.relay) < 0) {
                 status = 1;
                 goto out;
         }
