@@ -1,6 +1,7 @@
 /* sockferry relay: run the forwards in the foreground until SIGTERM/SIGINT. */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include "relay/relay.h"
 #include "relay/sandbox.h"
 #include "shim/cli.h"
+#include "shim/confsearch.h"
 #include "shim/notify.h"
 #include "shim/privs.h"
 
@@ -108,13 +110,17 @@ int sf_cmd_relay(int argc, char **argv) {
                 return sf_cli_usage_error("relay", "unexpected argument '%s'", argv[optind]);
         }
 
+        char found[PATH_MAX], places[2 * PATH_MAX];
+        if (!file && n_specs == 0)
+                file = sf_confsearch_find(found, sizeof found);
         struct sf_conf conf;
         sf_conf_init(&conf);
         int status = sf_cli_conf_load(&conf, file, specs, n_specs, verbose, user);
         free(specs);
         if (status == 0 && conf.n_forwards == 0) {
                 sf_log_error("nothing to relay: give a forward with -F NAME:LISTEN=CONNECT or a config file "
-                             "with a [NAME] section (-c FILE)");
+                             "with a [NAME] section (-c FILE; without -c and -F: %s)",
+                             sf_confsearch_places(places, sizeof places));
                 status = SF_EX_CONFIG;
         }
         if (status) {
