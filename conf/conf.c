@@ -873,6 +873,13 @@ static unsigned check_forward(const struct sf_conf *c, const struct sf_forward *
                               f->listen.text);
                 n++;
         }
+        /* The text decides for vsock: any CID that reaches the port is another machine. */
+        if (f->listen_set && f->listen.kind == SF_EP_VSOCK && f->auth == SF_AUTH_NONE && !f->allow_insecure) {
+                forward_error(f, "listen",
+                              "%s accepts connections from other machines (VMs or the host) without authentication; set auth = token (see sockferry keygen) or allow-insecure = yes",
+                              f->listen.text);
+                n++;
+        }
         if (f->auth == SF_AUTH_TOKEN && !sf_conf_token_file(c, f)) {
                 forward_error(f, "auth",
                               "auth = token needs a token file, expected token-file = PATH in [%s] or in [%s] (sockferry keygen -o PATH writes one)",

@@ -500,7 +500,7 @@ int sf_control_new(uv_loop_t *loop, const struct sf_conf *conf, const struct sf_
         snprintf(f->name, sizeof f->name, "control");
         f->listen = conf->control;
         f->mode = 0600;
-        r = sf_listener_open(f, &ctl->listener);
+        r = sf_listener_open(f, conf, &ctl->listener);
         if (r < 0)
                 goto fail;
         uv_pipe_init(loop, &ctl->server, 0);

@@ -6,6 +6,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,43 +17,44 @@
 #include <linux/vm_sockets.h>
 
 #include "conf/log.h"
+#include "relay/safedir.h"
 #include "relay/sockpath.h"
 
 #define LISTEN_BACKLOG 4096
 
-static int mkdir_parents(const char *name, const char *path) {
-        char buf[PATH_MAX];
-        snprintf(buf, sizeof buf, "%s", path);
-        for (char *p = buf + 1; *p; p++) {
-                if (*p != '/')
-                        continue;
-                *p = '\0';
-                if (mkdir(buf, 0755) < 0 && errno != EEXIST) {
-                        int e = errno;
-                        sf_log(SF_LOG_ERROR, name, 0, "listen unix:%s: cannot create directory %s: %s", path, buf,
-                               strerror(e));
-                        return -e;
-                }
-                *p = '/';
+/* Refuses anything at base in the pinned directory dirfd but a stale socket, which it
+ * removes. Runs with dirfd as the working directory, so the probe's connect() reaches the
+ * very entry examined here. */
+static int clear_path(const char *name, const char *path, int dirfd, const char *base) {
+        struct stat st, again;
+        if (fstatat(dirfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+                if (errno == ENOENT)
+                        return 0;
+                int e = errno;
+                sf_log(SF_LOG_ERROR, name, 0, "listen unix:%s: cannot examine the path: %s", path, strerror(e));
+                return -e;
         }
-        return 0;
-}
-
-/* Refuses anything at the path but a stale socket, which it removes. */
-static int clear_path(const char *name, const char *path) {
-        struct stat st;
-        if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode)) {
+        if (S_ISLNK(st.st_mode)) {
                 sf_log(SF_LOG_ERROR, name, 0,
                        "listen unix:%s: the path is a symbolic link; refusing to replace it — remove it or "
                        "listen on another path",
                        path);
                 return -EEXIST;
         }
-        switch (sf_sockpath_probe(path)) {
+        switch (sf_sockpath_probe(base)) {
         case SF_PATH_MISSING:
                 return 0;
         case SF_PATH_STALE_SOCKET:
-                if (unlink(path) < 0 && errno != ENOENT) {
+                /* Removed only if the entry is still the socket that was probed. */
+                if (fstatat(dirfd, base, &again, AT_SYMLINK_NOFOLLOW) < 0 || again.st_dev != st.st_dev ||
+                    again.st_ino != st.st_ino || !S_ISSOCK(again.st_mode)) {
+                        sf_log(SF_LOG_ERROR, name, 0,
+                               "listen unix:%s: the path changed while it was examined; left untouched — find "
+                               "out what else manages it, or listen on another path",
+                               path);
+                        return -EAGAIN;
+                }
+                if (unlinkat(dirfd, base, 0) < 0 && errno != ENOENT) {
                         int e = errno;
                         sf_log(SF_LOG_ERROR, name, 0, "listen unix:%s: cannot remove the stale socket: %s", path,
                                strerror(e));
@@ -102,67 +104,96 @@ static int clear_path(const char *name, const char *path) {
         }
 }
 
-static int open_unix(const struct sf_forward *f, struct sf_listener *l) {
-        const char *name = f->name, *path = f->listen.path;
-        struct sockaddr_un sa = { .sun_family = AF_UNIX };
-        socklen_t salen;
-        int r;
+/* bind() creates the file with 0777 & ~umask; setting the umask around it means the socket
+ * never exists with more permissions than configured, even for an instant. */
+static int bind_umask(int fd, const struct sockaddr_un *sa, socklen_t salen, mode_t mode) {
+        mode_t old = umask(~mode & 0777);
+        int r = bind(fd, (const struct sockaddr *)sa, salen) < 0 ? -errno : 0;
+        umask(old);
+        return r;
+}
 
-        if (f->listen.kind == SF_EP_ABSTRACT) {
-                size_t n = strlen(path);
-                memcpy(sa.sun_path + 1, path, n);
-                salen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
-        } else {
-                if ((r = mkdir_parents(name, path)) < 0 || (r = clear_path(name, path)) < 0)
-                        return r;
-                strcpy(sa.sun_path, path);
-                salen = sizeof sa;
+/* A listen path: its directory is opened and checked from / down (relay/safedir.h) and stays
+ * pinned in l->dirfd; the stale-socket check, bind, chown and the removal at close all go
+ * through it. bind() takes a path only, and binding to /proc/self/fd/N/NAME is not honoured
+ * for AF_UNIX on every kernel, so the pinned directory is made the working directory and the
+ * socket bound by its bare name. The working directory belongs to the whole process: this is
+ * safe because it runs at start-up, before the event loop, on the only thread that exists
+ * (libuv starts its thread pool on first use, later) and nothing else resolves a relative
+ * path meanwhile; the old working directory is restored right after (a payload started by
+ * `run` inherits it). */
+static int bind_path(const struct sf_forward *f, const struct sf_safedir_policy *trust, int fd,
+                     struct sf_listener *l) {
+        const char *name = f->name, *path = f->listen.path, *base;
+        char what[SF_UNIX_PATH_MAX + 16];
+        snprintf(what, sizeof what, "listen %s", f->listen.text);
+        int dirfd = sf_safedir_open(trust, path, true, name, what, &base);
+        if (dirfd < 0)
+                return dirfd;
+        int cwd = sf_safedir_enter(dirfd), r = cwd < 0 ? cwd : 0;
+        if (r < 0)
+                sf_log(SF_LOG_ERROR, name, 0, "%s: cannot enter its directory: %s", what, strerror(-r));
+        else {
+                r = clear_path(name, path, dirfd, base);
+                struct sockaddr_un sa = { .sun_family = AF_UNIX };
+                snprintf(sa.sun_path, sizeof sa.sun_path, "%s", base);
+                if (r == 0 && (r = bind_umask(fd, &sa, sizeof sa, f->mode)) < 0)
+                        sf_log(SF_LOG_ERROR, name, 0, "%s: bind: %s%s", what, strerror(-r),
+                               r == -EACCES ? " — the relay's user cannot create files in that directory" : "");
+                sf_safedir_leave(cwd);
         }
-
-        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        if (fd < 0) {
+        struct stat st;
+        if (r == 0 && fstatat(dirfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0) {
                 r = -errno;
-                sf_log(SF_LOG_ERROR, name, 0, "listen %s: socket: %s", f->listen.text, strerror(-r));
+                sf_log(SF_LOG_ERROR, name, 0, "%s: cannot examine the new socket: %s", what, strerror(-r));
+                unlinkat(dirfd, base, 0);
+        }
+        if (r < 0) {
+                close(dirfd);
                 return r;
         }
-        /* bind() creates the file with 0777 & ~umask; setting the umask around it means the
-         * socket never exists with more permissions than configured, even for an instant. */
-        mode_t old = umask(~f->mode & 0777);
-        r = bind(fd, (struct sockaddr *)&sa, salen);
-        int e = errno;
-        umask(old);
+        l->owned = true;
+        l->dirfd = dirfd;
+        l->dev = st.st_dev;
+        l->ino = st.st_ino;
+        snprintf(l->path, sizeof l->path, "%s", path);
+        if ((f->owner_set || f->group_set) &&
+            fchownat(dirfd, base, f->owner_set ? f->owner : (uid_t)-1, f->group_set ? f->group : (gid_t)-1,
+                     AT_SYMLINK_NOFOLLOW) < 0) {
+                r = -errno;
+                sf_log(SF_LOG_ERROR, name, 0, "%s: cannot set owner/group: %s%s", what, strerror(-r),
+                       r == -EPERM ? " — changing the owner needs root (CAP_CHOWN)" : "");
+                return r;
+        }
+        return 0;
+}
+
+static int open_unix(const struct sf_forward *f, const struct sf_safedir_policy *trust, struct sf_listener *l) {
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+                int e = errno;
+                sf_log(SF_LOG_ERROR, f->name, 0, "listen %s: socket: %s", f->listen.text, strerror(e));
+                return -e;
+        }
+        int r;
+        if (f->listen.kind == SF_EP_ABSTRACT) {
+                struct sockaddr_un sa = { .sun_family = AF_UNIX };
+                size_t n = strlen(f->listen.path);
+                memcpy(sa.sun_path + 1, f->listen.path, n);
+                r = bind_umask(fd, &sa, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n), f->mode);
+                if (r < 0)
+                        sf_log(SF_LOG_ERROR, f->name, 0, "listen %s: bind: %s", f->listen.text, strerror(-r));
+        } else {
+                r = bind_path(f, trust, fd, l);
+        }
+        if (r == 0 && listen(fd, LISTEN_BACKLOG) < 0) {
+                r = -errno;
+                sf_log(SF_LOG_ERROR, f->name, 0, "listen %s: listen: %s", f->listen.text, strerror(-r));
+        }
         if (r < 0) {
-                sf_log(SF_LOG_ERROR, name, 0, "listen %s: bind: %s%s", f->listen.text, strerror(e),
-                       e == EACCES ? " — the relay's user cannot create files in that directory" : "");
                 close(fd);
-                return -e;
-        }
-        if (f->listen.kind == SF_EP_UNIX) {
-                struct stat st;
-                l->owned = true;
-                snprintf(l->path, sizeof l->path, "%s", path);
-                if ((f->owner_set || f->group_set) &&
-                    lchown(path, f->owner_set ? f->owner : (uid_t)-1, f->group_set ? f->group : (gid_t)-1) < 0) {
-                        e = errno;
-                        sf_log(SF_LOG_ERROR, name, 0, "listen %s: cannot set owner/group: %s%s", f->listen.text,
-                               strerror(e), e == EPERM ? " — changing the owner needs root (CAP_CHOWN)" : "");
-                        close(fd);
-                        unlink(path);
-                        return -e;
-                }
-                if (lstat(path, &st) == 0) {
-                        l->dev = st.st_dev;
-                        l->ino = st.st_ino;
-                }
-        }
-        if (listen(fd, LISTEN_BACKLOG) < 0) {
-                e = errno;
-                sf_log(SF_LOG_ERROR, name, 0, "listen %s: listen: %s", f->listen.text, strerror(e));
-                close(fd);
-                if (l->owned)
-                        unlink(path);
-                l->owned = false;
-                return -e;
+                sf_listener_close(l);
+                return r;
         }
         l->fd = fd;
         l->family = AF_UNIX;
@@ -178,6 +209,38 @@ static const char *bind_hint(int e) {
         }
 }
 
+static bool is_loopback(const struct sockaddr *sa) {
+        if (sa->sa_family == AF_INET)
+                return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+        if (sa->sa_family == AF_INET6) {
+                const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+                return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+        }
+        return false;
+}
+
+/* "Only loopback listens without auth" is decided on every address the name resolved to,
+ * before any is bound: the text of the endpoint (conf/conf.c checks it early) says nothing
+ * about what a name such as localhost or 127.example resolves to on this machine. */
+static int tcp_policy(const struct sf_forward *f, const struct addrinfo *res) {
+        if (f->auth != SF_AUTH_NONE || f->allow_insecure)
+                return 0;
+        for (const struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+                if (is_loopback(ai->ai_addr))
+                        continue;
+                char host[NI_MAXHOST];
+                if (getnameinfo(ai->ai_addr, ai->ai_addrlen, host, sizeof host, NULL, 0, NI_NUMERICHOST) != 0)
+                        snprintf(host, sizeof host, "an address");
+                sf_log(SF_LOG_ERROR, f->name, 0,
+                       "listen %s: %s resolves to %s, which is not a loopback address: the listener would "
+                       "accept connections from the network without authentication; set auth = token (see "
+                       "sockferry keygen), listen on 127.0.0.1, or set allow-insecure = yes",
+                       f->listen.text, f->listen.host, host);
+                return -EPERM;
+        }
+        return 0;
+}
+
 static int open_tcp(const struct sf_forward *f, struct sf_listener *l) {
         struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV }, *res;
         char port[16];
@@ -187,6 +250,10 @@ static int open_tcp(const struct sf_forward *f, struct sf_listener *l) {
                 sf_log(SF_LOG_ERROR, f->name, 0, "listen %s: cannot resolve %s: %s", f->listen.text, f->listen.host,
                        gai_strerror(r));
                 return -EADDRNOTAVAIL;
+        }
+        if ((r = tcp_policy(f, res)) < 0) {
+                freeaddrinfo(res);
+                return r;
         }
         int e = EADDRNOTAVAIL;
         for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
@@ -225,7 +292,8 @@ static int open_vsock(const struct sf_forward *f, struct sf_listener *l) {
                                "listen %s: this kernel has no vsock support (%s): load vsock/vhost_vsock or use "
                                "a tcp: endpoint",
                                f->listen.text, strerror(e));
-                return -e;
+                /* -EPERM stands for a policy refusal (listener.h); a denied socket() is not one. */
+                return e == EPERM ? -EACCES : -e;
         }
         struct sockaddr_vm sa = { .svm_family = AF_VSOCK, .svm_cid = f->listen.cid, .svm_port = f->listen.port };
         if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, LISTEN_BACKLOG) < 0) {
@@ -290,13 +358,15 @@ static int open_passed(const struct sf_forward *f, struct sf_listener *l) {
         return 0;
 }
 
-int sf_listener_open(const struct sf_forward *f, struct sf_listener *l) {
+int sf_listener_open(const struct sf_forward *f, const struct sf_conf *c, struct sf_listener *l) {
+        struct sf_safedir_policy trust;
+        sf_safedir_policy_init(&trust, c->user_set, c->uid);
         memset(l, 0, sizeof *l);
         l->fd = -1;
         switch (f->listen.kind) {
         case SF_EP_UNIX:
         case SF_EP_ABSTRACT:
-                return open_unix(f, l);
+                return open_unix(f, &trust, l);
         case SF_EP_TCP:
                 return open_tcp(f, l);
         case SF_EP_VSOCK:
@@ -315,9 +385,12 @@ void sf_listener_close(struct sf_listener *l) {
         }
         if (l->owned) {
                 struct stat st;
+                const char *base = strrchr(l->path, '/') + 1;
                 /* Only remove the file if it is still ours: another instance may have taken over. */
-                if (lstat(l->path, &st) == 0 && st.st_dev == l->dev && st.st_ino == l->ino)
-                        unlink(l->path);
+                if (fstatat(l->dirfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_dev == l->dev &&
+                    st.st_ino == l->ino)
+                        unlinkat(l->dirfd, base, 0);
+                close(l->dirfd);
                 l->owned = false;
         }
 }

@@ -152,7 +152,7 @@ int sf_relay_new(uv_loop_t *loop, const struct sf_conf *conf, struct sf_relay **
                 if (f->conf->auth != SF_AUTH_TOKEN)
                         continue;
                 f->token_file = sf_conf_token_file(conf, f->conf);
-                int e = f->token_file ? sf_token_load(f->token_file, &f->key) : -EINVAL;
+                int e = f->token_file ? sf_token_load(f->token_file, conf, &f->key) : -EINVAL;
                 if (!f->token_file)
                         sf_log(SF_LOG_ERROR, f->conf->name, 0,
                                "auth = token needs a token-file (create one with sockferry keygen -o FILE)");
@@ -169,7 +169,7 @@ int sf_relay_new(uv_loop_t *loop, const struct sf_conf *conf, struct sf_relay **
 int sf_relay_bind(struct sf_relay *relay) {
         for (size_t i = 0; i < relay->n_fwds; i++) {
                 struct sf_fwd *f = &relay->fwds[i];
-                int r = sf_listener_open(f->conf, &f->listener);
+                int r = sf_listener_open(f->conf, relay->conf, &f->listener);
                 if (r < 0) {
                         for (size_t j = 0; j < i; j++)
                                 sf_listener_close(&relay->fwds[j].listener);

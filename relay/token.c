@@ -2,12 +2,15 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <sodium.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "conf/log.h"
+#include "relay/safedir.h"
 
 #define TOKEN_GEN_BYTES 32
 /* Twice the largest key as hex, plus generous room for surrounding whitespace: anything
@@ -15,6 +18,11 @@
 #define TOKEN_FILE_MAX 1024
 
 #define KEYGEN_HINT "create one with sockferry keygen -o"
+/* A secret mounted by Docker or Kubernetes cannot be chmod-ed in place: its mode is set where
+ * the secret is declared. */
+#define SECRET_HINT                                                                                   \
+        " (a Docker or Kubernetes secret: set its mode where it is declared, mode: 0400 in compose, " \
+        "defaultMode: 0400 in Kubernetes)"
 
 static bool is_space(char c) {
         return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
@@ -99,8 +107,9 @@ static int token_decode(const char *path, const char *buf, size_t n, struct sf_h
         return 0;
 }
 
-int sf_token_load(const char *path, struct sf_hs_key *key) {
+int sf_token_load(const char *path, const struct sf_conf *c, struct sf_hs_key *key) {
         char buf[TOKEN_FILE_MAX + 1];
+        struct sf_safedir_policy owners;
         struct stat st;
         size_t n = 0;
         int fd, r;
@@ -109,6 +118,7 @@ int sf_token_load(const char *path, struct sf_hs_key *key) {
         r = sf_hs_init();
         if (r < 0)
                 return r;
+        sf_safedir_policy_init(&owners, c->user_set, c->uid);
 
         /* Links are followed on purpose: Docker and Kubernetes secrets are symlinks into a
          * tmpfs. The checks below apply to the target, through fstat on what was opened.
@@ -140,15 +150,26 @@ int sf_token_load(const char *path, struct sf_hs_key *key) {
                 r = -EINVAL;
                 goto out;
         }
+        if (!sf_safedir_owner_ok(&owners, st.st_uid)) {
+                char who[96], me[96];
+                sf_safedir_user_name(st.st_uid, who, sizeof who);
+                sf_safedir_user_name(geteuid(), me, sizeof me);
+                sf_log_error("token file %s is owned by %s, who can change or replace the token; only root or "
+                             "the user that loads it (%s%s%s) may own it: run chown root %s",
+                             path, who, me, c->user_set ? ", or the configured user " : "", c->user_set ? c->user : "",
+                             path);
+                r = -EPERM;
+                goto out;
+        }
         if (st.st_mode & (S_IRGRP | S_IROTH)) {
-                sf_log_error("token file %s: mode %04o lets other users read the token; run chmod 600 %s", path,
-                             (unsigned)(st.st_mode & 07777), path);
+                sf_log_error("token file %s: mode %04o lets other users read the token; run chmod 600 %s" SECRET_HINT,
+                             path, (unsigned)(st.st_mode & 07777), path);
                 r = -EPERM;
                 goto out;
         }
         if (st.st_mode & (S_IWGRP | S_IWOTH)) {
-                sf_log_error("token file %s: mode %04o lets other users change the token; run chmod 600 %s", path,
-                             (unsigned)(st.st_mode & 07777), path);
+                sf_log_error("token file %s: mode %04o lets other users change the token; run chmod 600 %s" SECRET_HINT,
+                             path, (unsigned)(st.st_mode & 07777), path);
                 r = -EPERM;
                 goto out;
         }
@@ -191,71 +212,142 @@ static int write_all(int fd, const char *buf, size_t len) {
         return 0;
 }
 
-/* Opens path for a new token with mode 0600. Without force the file must not exist (O_EXCL
- * also never follows a symlink); with force an existing regular file is reused, so its owner
- * stays, but never through a symlink and never a device or FIFO. *created says whether this
- * call made the file, so a failed write can remove it again. */
-static int token_open(const char *path, bool force, bool *created) {
-        struct stat st;
-        int fd, r;
-
-        *created = false;
-        fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOCTTY, 0600);
-        if (fd >= 0) {
-                *created = true;
-        } else if (errno == EEXIST && !force) {
-                sf_log_error("%s exists; use --force to replace it", path);
-                return -EEXIST;
-        } else if (errno == EEXIST) {
-                fd = open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | O_NONBLOCK);
-                if (fd < 0) {
-                        r = -errno;
-                        if (r == -ELOOP)
-                                sf_log_error("%s is a symbolic link; refusing to write a token through it, "
-                                             "remove it first", path);
-                        else
-                                sf_log_error("cannot replace token file %s: %s", path, strerror(-r));
-                        return r;
+/* mkdir -p of the token's directory, 0700: only its owner needs to see in. keygen runs once,
+ * by hand, as the user who will own the token, so the names are taken as given. */
+static int make_parents(const char *path) {
+        char dir[PATH_MAX];
+        snprintf(dir, sizeof dir, "%s", path);
+        for (char *p = dir + 1; *p; p++) {
+                if (*p != '/')
+                        continue;
+                *p = '\0';
+                if (mkdir(dir, 0700) == 0)
+                        sf_log_info("created the directory %s (mode 0700) for the token", dir);
+                else if (errno != EEXIST) {
+                        int e = errno;
+                        sf_log_error("cannot write the token to %s: the directory %s is missing and cannot be "
+                                     "created: %s",
+                                     path, dir, strerror(e));
+                        return -e;
                 }
-        } else {
+                *p = '/';
+        }
+        return 0;
+}
+
+/* Writes the token to fd, then fsync: a token is whole on disk or not there. */
+static int token_write(int fd, const char *path, const char *hex, size_t len) {
+        int r = write_all(fd, hex, len);
+        if (r == 0 && fsync(fd) < 0)
                 r = -errno;
-                sf_log_error("cannot create token file %s: %s", path, strerror(-r));
+        if (r < 0)
+                sf_log_error("cannot write the token to %s: %s", path, strerror(-r));
+        return r;
+}
+
+/* Without force: a new file at path (O_EXCL, which also never follows a symlink). Removed
+ * again if the token cannot be written whole. */
+static int token_create(const char *path, const char *hex, size_t len) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOCTTY, 0600);
+        if (fd < 0) {
+                int e = errno;
+                if (e == EEXIST)
+                        sf_log_error("%s exists; use --force to replace it", path);
+                else
+                        sf_log_error("cannot create token file %s: %s", path, strerror(e));
+                return -e;
+        }
+        /* open()'s mode went through the umask, which may leave less than 0600 to the owner. */
+        int r = fchmod(fd, 0600) < 0 ? -errno : 0;
+        if (r < 0)
+                sf_log_error("cannot set mode 0600 on token file %s: %s", path, strerror(-r));
+        if (r == 0)
+                r = token_write(fd, path, hex, len);
+        if (close(fd) < 0 && r == 0) {
+                r = -errno;
+                sf_log_error("cannot write the token to %s: %s", path, strerror(-r));
+        }
+        /* Half a token is worse than none: a relay would refuse it with a confusing length. */
+        if (r < 0)
+                unlink(path);
+        return r;
+}
+
+/* With force: what is at path must be a regular file, never followed through a symlink. The
+ * token goes to a new file beside it (O_EXCL, 0600, fsync) that replaces it in one rename, and
+ * the directory is synced: the old inode is never written, so whoever owned it or holds it
+ * open never sees the new token. */
+static int token_replace(const char *path, const char *hex, size_t len) {
+        char dir[PATH_MAX], tmp[NAME_MAX + 1];
+        const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+        struct stat st;
+        int r;
+
+        snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1, slash ? path : ".");
+        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd < 0) {
+                r = -errno;
+                sf_log_error("cannot replace token file %s: cannot open its directory %s: %s", path, dir,
+                             strerror(-r));
                 return r;
         }
-
-        if (fstat(fd, &st) < 0) {
+        if (fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode)) {
+                r = S_ISDIR(st.st_mode) ? -EISDIR : S_ISLNK(st.st_mode) ? -ELOOP : -EINVAL;
+                if (S_ISLNK(st.st_mode))
+                        sf_log_error("%s is a symbolic link; refusing to write a token through it, remove it first",
+                                     path);
+                else
+                        sf_log_error("%s is %s; refusing to replace it with a token", path,
+                                     file_type_name(st.st_mode));
+                close(dfd);
+                return r;
+        }
+        int fd = -1;
+        for (int tries = 0; fd < 0 && tries < 16; tries++) {
+                snprintf(tmp, sizeof tmp, ".%.200s.%08x", base, randombytes_random());
+                fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW, 0600);
+                if (fd < 0 && errno != EEXIST)
+                        break;
+        }
+        if (fd < 0) {
                 r = -errno;
-                sf_log_error("cannot stat token file %s: %s", path, strerror(-r));
-                goto fail;
+                sf_log_error("cannot create a new token file beside %s: %s", path, strerror(-r));
+                close(dfd);
+                return r;
         }
-        if (!S_ISREG(st.st_mode)) {
-                sf_log_error("%s is %s; refusing to replace it with a token", path, file_type_name(st.st_mode));
-                r = -EINVAL;
-                goto fail;
-        }
-        /* open()'s mode goes through the umask and an existing file keeps its own: set 0600
-         * explicitly, before the old content goes and the new one arrives. */
-        if (fchmod(fd, 0600) < 0 || ftruncate(fd, 0) < 0) {
+        r = fchmod(fd, 0600) < 0 ? -errno : 0;
+        if (r < 0)
+                sf_log_error("cannot set mode 0600 on a new token file beside %s: %s", path, strerror(-r));
+        if (r == 0)
+                r = token_write(fd, path, hex, len);
+        if (close(fd) < 0 && r == 0) {
                 r = -errno;
-                sf_log_error("cannot prepare token file %s: %s", path, strerror(-r));
-                goto fail;
+                sf_log_error("cannot write the token to %s: %s", path, strerror(-r));
         }
-        return fd;
-fail:
-        close(fd);
-        if (*created)
-                unlink(path);
+        if (r == 0 && renameat(dfd, tmp, dfd, base) < 0) {
+                r = -errno;
+                sf_log_error("cannot replace token file %s: %s", path, strerror(-r));
+        }
+        if (r < 0)
+                unlinkat(dfd, tmp, 0);
+        else if (fsync(dfd) < 0) {
+                r = -errno;
+                sf_log_error("cannot sync the directory %s of the new token: %s", dir, strerror(-r));
+        }
+        close(dfd);
         return r;
 }
 
 int sf_token_generate(const char *path, bool force) {
         uint8_t raw[TOKEN_GEN_BYTES];
         char hex[TOKEN_GEN_BYTES * 2 + 2];
-        bool created = false;
-        int fd = STDOUT_FILENO, r;
+        const size_t len = TOKEN_GEN_BYTES * 2 + 1;
+        int r;
 
         r = sf_hs_init();
         if (r < 0)
+                return r;
+        if (path && (r = make_parents(path)) < 0)
                 return r;
 
         randombytes_buf(raw, sizeof raw);
@@ -263,26 +355,13 @@ int sf_token_generate(const char *path, bool force) {
         sodium_memzero(raw, sizeof raw);
         hex[TOKEN_GEN_BYTES * 2] = '\n';
 
-        if (path) {
-                fd = token_open(path, force, &created);
-                if (fd < 0) {
-                        r = fd;
-                        goto out;
-                }
+        if (!path) {
+                r = write_all(STDOUT_FILENO, hex, len);
+                if (r < 0)
+                        sf_log_error("cannot write the token to standard output: %s", strerror(-r));
+        } else {
+                r = force ? token_replace(path, hex, len) : token_create(path, hex, len);
         }
-        r = write_all(fd, hex, TOKEN_GEN_BYTES * 2 + 1);
-        if (r == 0 && path && fsync(fd) < 0)
-                r = -errno;
-        if (r < 0)
-                sf_log_error("cannot write the token to %s: %s", path ? path : "standard output", strerror(-r));
-        if (path && close(fd) < 0 && r == 0) {
-                r = -errno;
-                sf_log_error("cannot write the token to %s: %s", path, strerror(-r));
-        }
-        /* Half a token is worse than none: a relay would refuse it with a confusing length. */
-        if (r < 0 && path && created)
-                unlink(path);
-out:
         sodium_memzero(hex, sizeof hex);
         return r;
 }

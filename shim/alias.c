@@ -1,32 +1,28 @@
 #include "shim/alias.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "relay/safedir.h"
 #include "relay/sockpath.h"
 
-static bool same_file(const char *a, const char *b) {
-        struct stat sa, sb;
-        return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-}
+/* The alias's directory, pinned and checked (relay/safedir.h), and its last component: every
+ * change goes through the fd, while the working directory is that directory (the probe's
+ * connect() and the mount-point check take a path). */
+struct at {
+        int dirfd;
+        const char *base;
+};
 
-/* mkdir -p of the alias's directory, 0755 like a listen path's. */
-static int make_parents(const char *path) {
-        char dir[PATH_MAX];
-        snprintf(dir, sizeof dir, "%s", path);
-        for (char *p = dir + 1; *p; p++) {
-                if (*p != '/')
-                        continue;
-                *p = '\0';
-                if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-                        return -errno;
-                *p = '/';
-        }
-        return 0;
+static bool same_file(const struct at *a, const char *other) {
+        struct stat sa, sb;
+        return fstatat(a->dirfd, a->base, &sa, 0) == 0 && stat(other, &sb) == 0 && sa.st_dev == sb.st_dev &&
+               sa.st_ino == sb.st_ino;
 }
 
 static enum sf_alias_result link_failed(const struct sf_forward *f, const char *what, int err) {
@@ -46,54 +42,51 @@ static enum sf_alias_result mount_point(const struct sf_forward *f) {
         return SF_ALIAS_MOUNT_POINT;
 }
 
-static enum sf_alias_result create_link(const struct sf_forward *f) {
-        int r = make_parents(f->alias);
-        if (r < 0)
-                return link_failed(f, "cannot create its directory", -r);
-        if (symlink(f->listen.path, f->alias) < 0)
+static enum sf_alias_result create_link(const struct sf_forward *f, const struct at *a) {
+        if (symlinkat(f->listen.path, a->dirfd, a->base) < 0)
                 return link_failed(f, "cannot create the link", errno);
         return linked(f, "was missing");
 }
 
-static enum sf_alias_result replace_dir(const struct sf_forward *f) {
-        if (rmdir(f->alias) < 0) {
+static enum sf_alias_result replace_dir(const struct sf_forward *f, const struct at *a) {
+        if (unlinkat(a->dirfd, a->base, AT_REMOVEDIR) < 0) {
                 /* A bind mount the mount-point check could not see (no statx attribute and a
                  * mount table we cannot read) still refuses rmdir(). */
                 if (errno == EBUSY)
                         return mount_point(f);
                 return link_failed(f, "cannot remove the empty directory", errno);
         }
-        if (symlink(f->listen.path, f->alias) < 0)
+        if (symlinkat(f->listen.path, a->dirfd, a->base) < 0)
                 return link_failed(f, "cannot create the link", errno);
         return linked(f, "was an empty directory");
 }
 
 /* The stale socket is swapped for the link in one rename(), so a client never finds the path
  * missing. */
-static enum sf_alias_result replace_socket(const struct sf_forward *f) {
-        if (sf_sockpath_is_mount_point(f->alias)) {
+static enum sf_alias_result replace_socket(const struct sf_forward *f, const struct at *a) {
+        if (sf_sockpath_is_mount_point(a->base)) {
                 sf_log(SF_LOG_WARN, f->name, 0, "alias %s: a bind-mounted socket nothing accepts on; left alone, clients there are redirected by the preload library",
                        f->alias);
                 return SF_ALIAS_MOUNT_POINT;
         }
-        char tmp[PATH_MAX];
-        snprintf(tmp, sizeof tmp, "%s.sockferry-%ld", f->alias, (long)getpid());
-        unlink(tmp);
-        if (symlink(f->listen.path, tmp) < 0)
+        char tmp[NAME_MAX + 1];
+        snprintf(tmp, sizeof tmp, ".%.200s.sockferry-%ld", a->base, (long)getpid());
+        unlinkat(a->dirfd, tmp, 0);
+        if (symlinkat(f->listen.path, a->dirfd, tmp) < 0)
                 return link_failed(f, "cannot create the link", errno);
-        if (rename(tmp, f->alias) < 0) {
+        if (renameat(a->dirfd, tmp, a->dirfd, a->base) < 0) {
                 int err = errno;
-                unlink(tmp);
+                unlinkat(a->dirfd, tmp, 0);
                 return link_failed(f, "cannot replace the stale socket", err);
         }
         return linked(f, "was a stale socket");
 }
 
-static enum sf_alias_result check_link(const struct sf_forward *f) {
+static enum sf_alias_result check_link(const struct sf_forward *f, const struct at *a) {
         char target[PATH_MAX];
-        ssize_t n = readlink(f->alias, target, sizeof target - 1);
+        ssize_t n = readlinkat(a->dirfd, a->base, target, sizeof target - 1);
         target[n >= 0 ? n : 0] = '\0';
-        if (strcmp(target, f->listen.path) == 0 || same_file(f->alias, f->listen.path)) {
+        if (strcmp(target, f->listen.path) == 0 || same_file(a, f->listen.path)) {
                 sf_log(SF_LOG_INFO, f->name, 0, "alias %s: already a link to %s", f->alias, f->listen.path);
                 return SF_ALIAS_LINKED;
         }
@@ -102,29 +95,24 @@ static enum sf_alias_result check_link(const struct sf_forward *f) {
         return SF_ALIAS_LEFT;
 }
 
-enum sf_alias_result sf_alias_apply(const struct sf_forward *f) {
-        if (f->listen.kind != SF_EP_UNIX) {
-                sf_log(SF_LOG_INFO, f->name, 0, "alias %s: listen endpoint %s is not a path to link to; clients there are redirected by the preload library",
-                       f->alias, f->listen.text);
-                return SF_ALIAS_NOT_A_PATH;
-        }
+static enum sf_alias_result apply_at(const struct sf_forward *f, const struct at *a) {
         struct stat st;
-        if (lstat(f->alias, &st) == 0 && S_ISLNK(st.st_mode))
-                return check_link(f);
-        if (same_file(f->alias, f->listen.path))
+        if (fstatat(a->dirfd, a->base, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
+                return check_link(f, a);
+        if (same_file(a, f->listen.path))
                 return SF_ALIAS_IS_LISTEN;
 
-        switch (sf_sockpath_probe(f->alias)) {
+        switch (sf_sockpath_probe(a->base)) {
         case SF_PATH_MISSING:
-                return create_link(f);
+                return create_link(f, a);
         case SF_PATH_LIVE_SOCKET:
                 sf_log(SF_LOG_INFO, f->name, 0, "alias %s: a live socket (the bind mount worked); left alone, clients use it directly",
                        f->alias);
                 return SF_ALIAS_LIVE_SOCKET;
         case SF_PATH_STALE_SOCKET:
-                return replace_socket(f);
+                return replace_socket(f, a);
         case SF_PATH_EMPTY_DIR:
-                return replace_dir(f);
+                return replace_dir(f, a);
         case SF_PATH_MOUNT_DIR:
                 return mount_point(f);
         case SF_PATH_DIR:
@@ -138,6 +126,31 @@ enum sf_alias_result sf_alias_apply(const struct sf_forward *f) {
                 break;
         }
         return link_failed(f, "cannot look at the path", errno);
+}
+
+enum sf_alias_result sf_alias_apply(const struct sf_forward *f, const struct sf_conf *c) {
+        if (f->listen.kind != SF_EP_UNIX) {
+                sf_log(SF_LOG_INFO, f->name, 0, "alias %s: listen endpoint %s is not a path to link to; clients there are redirected by the preload library",
+                       f->alias, f->listen.text);
+                return SF_ALIAS_NOT_A_PATH;
+        }
+        struct sf_safedir_policy trust;
+        struct at a;
+        char what[SF_UNIX_PATH_MAX + 8];
+        sf_safedir_policy_init(&trust, c->user_set, c->uid);
+        snprintf(what, sizeof what, "alias %s", f->alias);
+        /* Its directory is made 0755 like a listen path's. */
+        a.dirfd = sf_safedir_open(&trust, f->alias, true, f->name, what, &a.base);
+        if (a.dirfd == -EPERM)
+                return SF_ALIAS_UNSAFE;
+        if (a.dirfd < 0)
+                return link_failed(f, "cannot open its directory", -a.dirfd);
+        int cwd = sf_safedir_enter(a.dirfd);
+        enum sf_alias_result r = cwd < 0 ? link_failed(f, "cannot enter its directory", -cwd) : apply_at(f, &a);
+        if (cwd >= 0)
+                sf_safedir_leave(cwd);
+        close(a.dirfd);
+        return r;
 }
 
 bool sf_alias_needs_preload(enum sf_alias_result r) {

@@ -1,6 +1,7 @@
 /* sockferry check: an end-to-end health probe of every forward, for Docker HEALTHCHECK. */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include "relay/sockpath.h"
 #include "relay/token.h"
 #include "shim/cli.h"
+#include "shim/confsearch.h"
 #include "shim/netio.h"
 
 #define DEFAULT_TIMEOUT_MS 5000
@@ -172,7 +174,7 @@ static int check_forward(const struct sf_conf *conf, const struct sf_forward *f,
                                "auth = token needs a token-file (create one with sockferry keygen -o FILE)");
                         return SF_EX_CONFIG;
                 }
-                if (sf_token_load(token_file, &key) < 0)
+                if (sf_token_load(token_file, conf, &key) < 0)
                         return SF_EX_CONFIG;
                 has_key = true;
         }
@@ -248,13 +250,17 @@ int sf_cmd_check(int argc, char **argv) {
                 return sf_cli_usage_error("check", "unexpected argument '%s'", argv[optind]);
         }
 
+        char found[PATH_MAX], places[2 * PATH_MAX];
+        if (!file && n_specs == 0)
+                file = sf_confsearch_find(found, sizeof found);
         struct sf_conf conf;
         sf_conf_init(&conf);
         int status = sf_cli_conf_load(&conf, file, specs, n_specs, 0, NULL);
         free(specs);
         if (status == 0 && conf.n_forwards == 0) {
                 sf_log_error("nothing to check: give a forward with -F NAME:LISTEN=CONNECT or a config file with a "
-                             "[NAME] section (-c FILE)");
+                             "[NAME] section (-c FILE; without -c and -F: %s)",
+                             sf_confsearch_places(places, sizeof places));
                 status = SF_EX_CONFIG;
         }
         for (size_t i = 0; status != SF_EX_CONFIG && i < conf.n_forwards; i++) {

@@ -1,6 +1,7 @@
 /* sockferry relay: run the forwards in the foreground until SIGTERM/SIGINT. */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include "relay/relay.h"
 #include "relay/sandbox.h"
 #include "shim/cli.h"
+#include "shim/confsearch.h"
 #include "shim/notify.h"
 #include "shim/privs.h"
 
@@ -108,13 +110,17 @@ int sf_cmd_relay(int argc, char **argv) {
                 return sf_cli_usage_error("relay", "unexpected argument '%s'", argv[optind]);
         }
 
+        char found[PATH_MAX], places[2 * PATH_MAX];
+        if (!file && n_specs == 0)
+                file = sf_confsearch_find(found, sizeof found);
         struct sf_conf conf;
         sf_conf_init(&conf);
         int status = sf_cli_conf_load(&conf, file, specs, n_specs, verbose, user);
         free(specs);
         if (status == 0 && conf.n_forwards == 0) {
                 sf_log_error("nothing to relay: give a forward with -F NAME:LISTEN=CONNECT or a config file "
-                             "with a [NAME] section (-c FILE)");
+                             "with a [NAME] section (-c FILE; without -c and -F: %s)",
+                             sf_confsearch_places(places, sizeof places));
                 status = SF_EX_CONFIG;
         }
         if (status) {
@@ -132,10 +138,14 @@ int sf_cmd_relay(int argc, char **argv) {
                 status = SF_EX_CONFIG;
                 goto out;
         }
-        /* The control socket is bound with the listeners, before privileges are dropped. */
-        if (sf_relay_bind(m.relay) < 0 ||
-            (conf.control_set && sf_control_new(&loop, &conf, m.relay, &m.control) < 0) ||
-            sf_privs_drop(&conf) < 0 || sf_relay_start(m.relay) < 0) {
+        /* The control socket is bound with the listeners, before privileges are dropped. A
+         * path or address that a policy refuses (-EPERM) is a configuration error. */
+        if ((r = sf_relay_bind(m.relay)) < 0 ||
+            (conf.control_set && (r = sf_control_new(&loop, &conf, m.relay, &m.control)) < 0)) {
+                status = r == -EPERM ? SF_EX_CONFIG : 1;
+                goto out;
+        }
+        if (sf_privs_drop(&conf) < 0 || sf_relay_start(m.relay) < 0) {
                 status = 1;
                 goto out;
         }

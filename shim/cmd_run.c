@@ -170,17 +170,21 @@ static void privs_limit(const struct sf_conf *c) {
 }
 
 /* Links every alias and warns when clients there need the preload library and will not
- * have it. */
-static void aliases_apply(const struct sf_conf *c, bool have_preload) {
+ * have it. Returns SF_EX_CONFIG when an alias lies in a directory others could change. */
+static int aliases_apply(const struct sf_conf *c, bool have_preload) {
         for (size_t i = 0; i < c->n_forwards; i++) {
                 const struct sf_forward *f = &c->forwards[i];
                 if (!f->alias[0])
                         continue;
-                if (sf_alias_needs_preload(sf_alias_apply(f)) && !have_preload)
+                enum sf_alias_result r = sf_alias_apply(f, c);
+                if (r == SF_ALIAS_UNSAFE)
+                        return SF_EX_CONFIG;
+                if (sf_alias_needs_preload(r) && !have_preload)
                         sf_log(SF_LOG_WARN, f->name, 0,
                                "alias %s: clients that connect there will fail without the preload library, which is not in use (install it, or drop --no-preload)",
                                f->alias);
         }
+        return 0;
 }
 
 static void maybe_done(struct run *run) {
@@ -228,8 +232,10 @@ static int relay_open(uv_loop_t *loop, struct sf_conf *c, struct run *run) {
          * anything is bound. */
         if (sf_relay_new(loop, c, &run->relay) < 0)
                 return SF_EX_CONFIG;
-        if (sf_relay_bind(run->relay) < 0)
-                return EX_START;
+        /* A path or address that a policy refuses (-EPERM) is a configuration error. */
+        int r = sf_relay_bind(run->relay);
+        if (r < 0)
+                return r == -EPERM ? SF_EX_CONFIG : EX_START;
         return 0;
 }
 
@@ -263,7 +269,8 @@ static int prepare(uv_loop_t *loop, struct sf_conf *c, const struct options *o, 
         int status = relay_open(loop, c, run);
         if (status)
                 return status;
-        aliases_apply(c, have_preload);
+        if ((status = aliases_apply(c, have_preload)))
+                return status;
         if (sf_env_export(c) < 0)
                 return EX_START;
         if (have_preload && sf_env_preload_export(c, preload) < 0)

@@ -1,6 +1,7 @@
 /* sockferry stats: ask a running relay's control socket for its counters. */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 #include "conf/log.h"
 #include "relay/control.h"
 #include "shim/cli.h"
+#include "shim/confsearch.h"
 #include "shim/netio.h"
 
 #define STATS_TIMEOUT_MS 5000
@@ -128,8 +130,12 @@ int sf_cmd_stats(int argc, char **argv) {
         }
         if (optind < argc)
                 return sf_cli_usage_error("stats", "unexpected argument '%s'", argv[optind]);
-        if (!file == !control)
+        char found[PATH_MAX], places[2 * PATH_MAX];
+        if (file && control)
                 return sf_cli_usage_error("stats", "give either -c FILE or --control PATH");
+        if (!file && !control && !(file = sf_confsearch_find(found, sizeof found)))
+                return sf_cli_usage_error("stats", "give -c FILE or --control PATH (no configuration file at %s)",
+                                          sf_confsearch_places(places, sizeof places));
 
         struct sf_endpoint ep;
         if (control)

@@ -1,4 +1,5 @@
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -16,6 +17,7 @@
 #define HEX32 "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
 
 static char dir[64];
+static struct sf_conf conf; /* no `user`: root and the effective user may own a token */
 static char captured[8192];
 static int saved_fd = -1, capture_fd = -1;
 
@@ -23,6 +25,7 @@ static void setup(void) {
         snprintf(dir, sizeof dir, "/tmp/sf-auth-test.XXXXXX");
         cr_assert_not_null(mkdtemp(dir));
         cr_assert_eq(sf_hs_init(), 0);
+        sf_conf_init(&conf);
 }
 
 static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw) {
@@ -87,7 +90,7 @@ static void expect_load_error(const char *p, int err, const char *const *want) {
         struct sf_hs_key key;
         memset(&key, 0xff, sizeof key);
         capture_begin(STDERR_FILENO);
-        int r = sf_token_load(p, &key);
+        int r = sf_token_load(p, &conf, &key);
         const char *log = capture_end(STDERR_FILENO);
         cr_assert_eq(r, err, "sf_token_load(%s) = %d, expected %d; log: %s", p, r, err, log);
         for (; *want; want++)
@@ -100,7 +103,7 @@ static void expect_load_error(const char *p, int err, const char *const *want) {
 
 static void expect_load_ok(const char *p, size_t len) {
         struct sf_hs_key key;
-        cr_assert_eq(sf_token_load(p, &key), 0, "sf_token_load(%s)", p);
+        cr_assert_eq(sf_token_load(p, &conf, &key), 0, "sf_token_load(%s)", p);
         cr_assert_eq(key.len, len);
         for (size_t i = 0; i < len; i++)
                 cr_assert_eq(key.bytes[i], (uint8_t)i);
@@ -249,7 +252,7 @@ static void expect_token_file(const char *p, char out[66]) {
         for (int i = 0; i < 64; i++)
                 cr_assert(strchr("0123456789abcdef", out[i]) != NULL, "byte %d is %c", i, out[i]);
         struct sf_hs_key key;
-        cr_assert_eq(sf_token_load(p, &key), 0);
+        cr_assert_eq(sf_token_load(p, &conf, &key), 0);
         cr_assert_eq(key.len, 32);
 }
 
@@ -320,12 +323,76 @@ Test(keygen, force_refuses_a_fifo_or_directory) {
         cr_assert_eq(sf_token_generate(d, true), -EISDIR);
 }
 
-Test(keygen, missing_directory) {
+Test(keygen, creates_missing_directories_0700) {
+        char out[67];
+        struct stat st;
+        umask(022);
+        const char *p = path_of("etc/sockferry/token");
+        cr_assert_eq(sf_token_generate(p, false), 0);
+        expect_token_file(p, out);
+        cr_assert_eq(stat(path_of("etc/sockferry"), &st), 0);
+        cr_assert_eq(st.st_mode & 07777, 0700, "mode %04o", (unsigned)(st.st_mode & 07777));
+}
+
+Test(keygen, says_which_directory_is_missing) {
+        char want[PATH_MAX + 128];
+        write_file("file", "x", 0600);
+        const char *p = path_of("file/sub/t");
+        snprintf(want, sizeof want, "the directory %s is missing and cannot be created", path_of("file/sub"));
         capture_begin(STDERR_FILENO);
-        int r = sf_token_generate(path_of("no/such/t"), false);
+        int r = sf_token_generate(p, false);
         const char *log = capture_end(STDERR_FILENO);
-        cr_assert_eq(r, -ENOENT);
-        cr_assert_not_null(strstr(log, "cannot create token file"), "log: %s", log);
+        cr_assert_eq(r, -ENOTDIR);
+        cr_assert_not_null(strstr(log, want), "log: %s", log);
+}
+
+/* Issue 15: --force rewrote the existing inode, so another user who owned the file, or kept
+ * it open, read the new token. The replacement is a new file: new inode, our owner. */
+Test(keygen, force_writes_a_new_file_never_the_old_inode) {
+        char out[67], old[64];
+        const char *p = write_file("t", "old token\n", 0600);
+        if (geteuid() == 0)
+                cr_assert_eq(chown(p, 65534, 65534), 0);
+        int reader = open(p, O_RDONLY | O_CLOEXEC);
+        cr_assert_geq(reader, 0);
+        struct stat before, after;
+        cr_assert_eq(fstat(reader, &before), 0);
+        cr_assert_eq(sf_token_generate(p, true), 0);
+        expect_token_file(p, out);
+        cr_assert_eq(stat(p, &after), 0);
+        cr_assert_neq(after.st_ino, before.st_ino, "the token was written into the old inode");
+        cr_assert_eq(after.st_uid, geteuid(), "the new token is not the writer's own");
+        ssize_t n = pread(reader, old, sizeof old - 1, 0);
+        cr_assert_geq(n, 0);
+        old[n] = '\0';
+        cr_assert_str_eq(old, "old token\n", "a reader of the old file sees the new token");
+        close(reader);
+        DIR *d = opendir(dir);
+        struct dirent *e;
+        while ((e = readdir(d)))
+                cr_assert(e->d_name[0] != '.' || !strstr(e->d_name, ".t."), "temporary file left: %s", e->d_name);
+        closedir(d);
+}
+
+/* Issue 15: a 0600 token owned by another user was accepted; that user can change it. */
+Test(token, owned_by_another_user_refused) {
+        if (geteuid() != 0)
+                cr_skip_test("needs root to give a token to uid 65534");
+        const char *p = write_file("t", HEX32 "\n", 0600);
+        char want[PATH_MAX + 128];
+        cr_assert_eq(chown(p, 65534, 65534), 0);
+        snprintf(want, sizeof want, "token file %s is owned by nobody (uid 65534)", p);
+        expect_load_error(p, -EPERM, WANT(want, "run chown root"));
+        /* The user the relay will run as may own it. */
+        conf.user_set = true;
+        conf.uid = 65534;
+        snprintf(conf.user, sizeof conf.user, "nobody");
+        expect_load_ok(p, 32);
+}
+
+Test(token, secret_mode_hint) {
+        const char *p = write_file("t", HEX32 "\n", 0444);
+        expect_load_error(p, -EPERM, WANT("run chmod 600", "mode: 0400 in compose", "defaultMode: 0400 in Kubernetes"));
 }
 
 Test(keygen, stdout) {

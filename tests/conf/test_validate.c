@@ -119,8 +119,20 @@ Test(validate, network_listener_needs_auth) {
         assert_valid(NULL, token);
         const char *loopback[] = { "x:tcp:127.0.0.1:7000=unix:/a", "y:tcp:[::1]:7000=unix:/a", "z:tcp:localhost:7001=unix:/a", NULL };
         assert_valid(NULL, loopback);
-        const char *other[] = { "v:vsock:any:7000=unix:/a", "s:systemd:x=unix:/a", "f:fd:3=unix:/a", NULL };
+        const char *other[] = { "s:systemd:x=unix:/a", "f:fd:3=unix:/a", NULL };
         assert_valid(NULL, other);
+}
+
+/* Issue 15: vsock:any without auth started silently though doc/SECURITY.md says vsock
+ * listeners need auth = token. */
+Test(validate, vsock_listen_needs_auth) {
+        assert_invalid_spec("v:vsock:any:7000=unix:/a",
+                            "listen: vsock:any:7000 accepts connections from other machines (VMs or the host) without authentication; set auth = token (see sockferry keygen) or allow-insecure = yes");
+        assert_invalid_spec("v:vsock:3:7000=unix:/a",
+                            "listen: vsock:3:7000 accepts connections from other machines (VMs or the host) without authentication; set auth = token (see sockferry keygen) or allow-insecure = yes");
+        const char *ok[] = { "v:vsock:any:7000=unix:/a,allow-insecure=yes",
+                             "w:vsock:any:7001=unix:/a,auth=token,token-file=/t", NULL };
+        assert_valid(NULL, ok);
 }
 
 Test(validate, token_needs_a_file) {
@@ -170,7 +182,7 @@ Test(validate, env_names) {
 Test(validate, peer_credentials_need_unix) {
         assert_invalid_spec("x:tcp:127.0.0.1:1=unix:/a,allow-uid=0",
                             "allow-uid: tcp:127.0.0.1:1 has no peer credentials, expected a unix: listen endpoint for allow-uid");
-        assert_invalid_spec("x:vsock:any:1=unix:/a,allow-gid=0",
+        assert_invalid_spec("x:vsock:any:1=unix:/a,allow-gid=0,allow-insecure=yes",
                             "allow-gid: vsock:any:1 has no peer credentials, expected a unix: listen endpoint for allow-gid");
         const char *ok[] = { "x:unix:/x=tcp:h:1,allow-uid=0,allow-gid=0", "y:systemd:y=tcp:h:1,allow-uid=0", NULL };
         assert_valid(NULL, ok);

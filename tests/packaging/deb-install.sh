@@ -26,6 +26,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# dpkg leaves the mode of a directory that exists already alone.
+etc_before=0
+[ -e /etc/sockferry ] && etc_before=1
 dpkg -i "$deb" >/dev/null
 step "installed $(dpkg-query -W -f='${Package} ${Version}' sockferry)"
 multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
@@ -36,6 +39,11 @@ for f in /usr/bin/sockferry "/usr/lib/$multiarch/sockferry/sockferry-preload.so"
         /usr/share/doc/sockferry/examples/sockferry.conf.example; do
         [ -e "$f" ] || { echo "deb: $f is not installed" >&2; exit 1; }
 done
+if [ $etc_before = 0 ]; then
+        mode=$(stat -c '%a %U' /etc/sockferry)
+        [ "$mode" = "700 root" ] || { echo "deb: /etc/sockferry is '$mode', expected mode 700 owned by root" >&2; exit 1; }
+        step "/etc/sockferry: mode 700, root's"
+fi
 v=$(sockferry --version)
 [ "$v" = "sockferry $(dpkg-query -W -f='${Version}' sockferry)" ] || { echo "deb: --version says '$v'" >&2; exit 1; }
 step "$(command -v sockferry): $v"

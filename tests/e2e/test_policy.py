@@ -1,0 +1,462 @@
+#!/usr/bin/env python3
+"""Local attack surface: listen paths, aliases and token files another user controls, and
+listen addresses decided on what they resolve to (issue 15, items 3, 4 and 5).
+
+Each attack runs as uid 65534 (nobody) against a relay running as root, the way it was
+reproduced: (a) nobody renames the relay's socket away in a directory it can write and binds
+its own; (b) nobody swaps a symbolic link in its own directory between its own stale socket
+and root's live one, so the relay deletes the live one; (c) nobody's link makes root create
+its socket where the link points. The relay must refuse such paths (exit 78, naming the
+directory or link, its owner and the fix) and leave everything alone; safe places still work.
+A token file nobody owns is refused, and keygen --force never writes into nobody's file.
+A tcp: name that looks like loopback but resolves to every address needs auth.
+Root only (the attacker is another uid); skipped otherwise."""
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sfharness import Relay, Server, Skip, Tap, free_port, run_sockferry, tmpdir  # noqa: E402
+
+NOBODY = 65534
+# The attacker's interpreter must be one uid 65534 can run (not one under /root).
+PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+BANNER = b"SSH-2.0-"
+
+
+def as_nobody():
+    os.setgroups([])
+    os.setgid(NOBODY)
+    os.setuid(NOBODY)
+
+
+def nobody_python(code, *args):
+    return subprocess.Popen([PYTHON, "-c", code] + list(args), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, preexec_fn=as_nobody, text=True)
+
+
+def need_root():
+    if os.geteuid() != 0:
+        raise Skip("needs root: the attacker runs as uid %d against a root relay" % NOBODY)
+
+
+def base_dir():
+    """A directory root owns that nobody may enter but not change (mkdtemp makes it 0700)."""
+    d = tmpdir()
+    os.chmod(d, 0o755)
+    return d
+
+
+def nobody_dir(path, mode=0o755):
+    os.mkdir(path)
+    os.chown(path, NOBODY, NOBODY)
+    os.chmod(path, mode)
+    return path
+
+
+def Upstream(path):
+    """A root service on a unix socket that greets every connection with a banner line."""
+    return Server("banner", path)
+
+
+def start(args):
+    """(None, relay) when the relay became ready, (status, log) when it exited first."""
+    r = Relay(args, wait_ready=False)
+    try:
+        r.wait_notify(b"READY=1", timeout=10)
+    except AssertionError:
+        if r.proc.poll() is None:
+            r.kill()
+            raise
+        rc, text = r.proc.returncode, r.text()
+        r.kill()
+        return rc, text
+    return None, r
+
+
+def assert_refused(outcome, *needles, attack=None):
+    rc, r = outcome
+    if rc is None:
+        detail = attack(r) if attack else ""
+        r.stop(expect=None)
+        raise AssertionError("the relay started on an unsafe path%s" % (": " + detail if detail else ""))
+    assert rc == 78, "exit %s, expected 78 (configuration error):\n%s" % (rc, r)
+    for n in needles:
+        assert n in r, "%r is not in the log:\n%s" % (n, r)
+
+
+HIJACK = r'''
+import os, socket, sys
+path = sys.argv[1]
+os.rename(path, path + ".moved")
+s = socket.socket(socket.AF_UNIX)
+s.bind(path)
+s.listen(1)
+s.settimeout(5)
+print("bound", flush=True)
+c, _ = s.accept()
+c.settimeout(5)
+print(c.recv(100).decode(), flush=True)
+'''
+
+
+def test_a_nobody_cannot_take_over_a_socket_in_its_writable_directory():
+    need_root()
+    base = base_dir()
+    up = Upstream(os.path.join(base, "up.sock"))
+    shared = nobody_dir(os.path.join(base, "shared"), 0o777)
+    path = os.path.join(shared, "s.sock")
+
+    def attack(r):
+        p = nobody_python(HIJACK, path)
+        if p.stdout.readline().strip() != "bound":
+            return "nobody could not take over (%s)" % p.communicate()[1]
+        c = socket.socket(socket.AF_UNIX)
+        c.connect(path)
+        c.sendall(b"root's request\n")
+        out, _ = p.communicate(timeout=10)
+        c.close()
+        return "nobody renamed the relay's socket away and received: %r" % out.strip()
+
+    try:
+        assert_refused(start(["relay", "-F", "a:unix:%s=unix:%s" % (path, up.where)]),
+                       "the directory %s is owned by nobody (uid 65534) with mode 0777" % shared,
+                       "chown root %s; chmod go-w %s" % (shared, shared), attack=attack)
+        assert not os.path.exists(path), "the relay left a socket behind"
+    finally:
+        up.stop()
+        shutil.rmtree(base)
+
+
+def test_a_a_world_writable_root_directory_is_refused_too():
+    need_root()
+    base = base_dir()
+    shared = os.path.join(base, "shared")
+    os.mkdir(shared)
+    os.chmod(shared, 0o777)
+    try:
+        rc, log = start(["relay", "-F", "a:unix:%s/deeper/s.sock=tcp:127.0.0.1:9" % shared])
+        if rc is None:
+            log = log.stop(expect=None)
+        assert rc == 78, (rc, log)
+        assert "the directory %s is owned by root (uid 0) with mode 0777, so any user" % shared in log, log
+        assert "chmod go-w %s" % shared in log, log
+        assert not os.path.exists(os.path.join(shared, "deeper")), "a directory was made below it"
+    finally:
+        shutil.rmtree(base)
+
+
+SWAP = r'''
+import os, socket, sys, time
+own, link, root_dir, seconds = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+if not os.path.exists(os.path.join(own, "live.sock")):
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(os.path.join(own, "live.sock"))
+    s.close()  # a stale socket of nobody's
+print("ready", flush=True)
+tmp = link + ".tmp"
+end = time.monotonic() + seconds
+while time.monotonic() < end:
+    for target in (own, root_dir):
+        try:
+            os.symlink(target, tmp)
+            os.rename(tmp, link)
+        except OSError:
+            pass
+'''
+
+
+def live(path):
+    c = socket.socket(socket.AF_UNIX)
+    try:
+        c.connect(path)
+        return True
+    except OSError:
+        return False
+    finally:
+        c.close()
+
+
+def test_b_nobody_cannot_make_the_relay_delete_a_live_socket():
+    need_root()
+    base = base_dir()
+    root_dir = os.path.join(base, "root")
+    os.mkdir(root_dir, 0o755)
+    victim = Upstream(os.path.join(root_dir, "live.sock"))
+    mine = nobody_dir(os.path.join(base, "nobody"))
+    own = nobody_dir(os.path.join(mine, "own"))
+    link = os.path.join(mine, "p")
+    os.symlink(own, link)
+    os.lchown(link, NOBODY, NOBODY)
+    up = Upstream(os.path.join(base, "up.sock"))
+    try:
+        # The swap races the relay's probe and its unlink, as in the report; whether or not a
+        # start hits the window, a relay that accepts a path through nobody's directory fails.
+        codes = []
+        for attempt in range(20):
+            p = nobody_python(SWAP, own, link, root_dir, "3")
+            assert p.stdout.readline().strip() == "ready", p.communicate()[1]
+            rc, r = start(["relay", "-F", "b:unix:%s/live.sock=unix:%s" % (link, up.where)])
+            p.kill()
+            p.communicate()
+            if rc is None:
+                r.stop(expect=None)
+            if not live(victim.where):
+                raise AssertionError("nobody made the root relay delete the live socket %s (attempt %d)"
+                                     % (victim.where, attempt + 1))
+            codes.append(rc)
+            if rc == 78:
+                assert "the directory %s is owned by nobody (uid 65534)" % mine in r, r
+                break
+        else:
+            raise AssertionError("the relay never refused the path through nobody's directory (exit %s)" % codes)
+    finally:
+        victim.stop()
+        up.stop()
+        shutil.rmtree(base)
+
+
+def test_c_nobodys_link_does_not_decide_where_root_creates_its_socket():
+    need_root()
+    base = base_dir()
+    target = os.path.join(base, "target")
+    os.mkdir(target, 0o755)
+    mine = nobody_dir(os.path.join(base, "nobody"))
+    sticky = os.path.join(base, "sticky")
+    os.mkdir(sticky)
+    os.chmod(sticky, 0o1777)
+    try:
+        # A link in nobody's own directory, and nobody's link in a sticky directory root owns.
+        for parent, needle in ((mine, "the directory %s is owned by nobody (uid 65534)" % mine),
+                               (sticky, "the symbolic link %s/l is owned by nobody (uid 65534)" % sticky)):
+            p = nobody_python("import os, sys; os.symlink(sys.argv[1], sys.argv[2])", target,
+                              os.path.join(parent, "l"))
+            assert p.wait() == 0, p.communicate()[1]
+            assert_refused(start(["relay", "-F", "c:unix:%s/l/s.sock=tcp:127.0.0.1:9" % parent]), needle,
+                           attack=lambda r: "root created %s" % os.listdir(target))
+            assert os.listdir(target) == [], "root created %s in the link's target" % os.listdir(target)
+    finally:
+        shutil.rmtree(base)
+
+
+def test_safe_places_still_work_sticky_tmp_and_roots_links():
+    need_root()
+    base = base_dir()
+    sticky = os.path.join(base, "sticky")
+    os.mkdir(sticky)
+    os.chmod(sticky, 0o1777)
+    real = os.path.join(base, "real")
+    os.mkdir(real, 0o755)
+    os.symlink(real, os.path.join(base, "link"))
+    up = Upstream(os.path.join(base, "up.sock"))
+    try:
+        rc, r = start(["relay",
+                       "-F", "t:unix:%s/t.sock=unix:%s" % (sticky, up.where),
+                       "-F", "l:unix:%s/link/made/l.sock=unix:%s" % (base, up.where)])
+        assert rc is None, "refused a safe place (%s):\n%s" % (rc, r)
+        try:
+            for path in ("%s/t.sock" % sticky, "%s/made/l.sock" % real):
+                c = socket.socket(socket.AF_UNIX)
+                c.settimeout(5)
+                c.connect(path)
+                assert c.recv(100).startswith(BANNER)
+                c.close()
+            st = os.stat(os.path.join(real, "made"))
+            assert st.st_uid == 0 and st.st_mode & 0o7777 == 0o755, oct(st.st_mode)
+        finally:
+            r.stop()
+        assert not os.path.exists("%s/t.sock" % sticky) and not os.path.exists("%s/made/l.sock" % real), \
+            "the relay did not remove its sockets"
+    finally:
+        up.stop()
+        shutil.rmtree(base)
+
+
+def test_close_leaves_a_socket_that_replaced_ours():
+    need_root()
+    base = base_dir()
+    up = Upstream(os.path.join(base, "up.sock"))
+    path = os.path.join(base, "s.sock")
+    try:
+        rc, r = start(["relay", "-F", "s:unix:%s=unix:%s" % (path, up.where)])
+        assert rc is None, r
+        os.rename(path, path + ".old")
+        other = socket.socket(socket.AF_UNIX)
+        other.bind(path)
+        r.stop()
+        assert os.path.exists(path), "the relay removed a socket that was not its own"
+        other.close()
+    finally:
+        up.stop()
+        shutil.rmtree(base)
+
+
+def test_alias_in_a_directory_nobody_controls_is_refused():
+    need_root()
+    base = base_dir()
+    up = Upstream(os.path.join(base, "up.sock"))
+    mine = nobody_dir(os.path.join(base, "nobody"))
+    alias = os.path.join(mine, "app.sock")
+    try:
+        rc, out, log = run_sockferry(["run", "--no-preload", "-F",
+                                      "a:unix:%s/a.sock=unix:%s,alias=%s" % (base, up.where, alias), "--", "true"])
+        assert rc == 78, (rc, log)
+        assert "alias %s: the directory %s is owned by nobody (uid 65534)" % (alias, mine) in log, log
+        assert not os.path.lexists(alias), "the alias link was made in nobody's directory"
+    finally:
+        up.stop()
+        shutil.rmtree(base)
+
+
+KEEP_READING = r'''
+import sys, time
+f = open(sys.argv[1])
+print("open", flush=True)
+sys.stdin.readline()
+f.seek(0)
+print(f.read().strip(), flush=True)
+'''
+
+
+def test_keygen_force_never_hands_the_new_token_to_the_old_files_owner():
+    need_root()
+    base = base_dir()
+    token = os.path.join(base, "token")
+    try:
+        with open(token, "w") as f:
+            f.write("old\n")
+        os.chown(token, NOBODY, NOBODY)
+        os.chmod(token, 0o600)
+        p = subprocess.Popen([PYTHON, "-c", KEEP_READING, token], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             preexec_fn=as_nobody, text=True)
+        assert p.stdout.readline().strip() == "open"
+        rc, _, err = run_sockferry(["keygen", "--force", "-o", token])
+        assert rc == 0, err
+        seen, _ = p.communicate("\n", timeout=10)
+        with open(token) as f:
+            new = f.read().strip()
+        assert seen.strip() != new, "nobody read the new token through the file it kept open"
+        st = os.stat(token)
+        assert st.st_uid == 0 and st.st_mode & 0o7777 == 0o600, (st.st_uid, oct(st.st_mode))
+    finally:
+        shutil.rmtree(base)
+
+
+def test_a_token_another_user_owns_is_refused_by_relay_and_check():
+    need_root()
+    base = base_dir()
+    token = os.path.join(base, "token")
+    try:
+        assert run_sockferry(["keygen", "-o", token])[0] == 0
+        os.chown(token, NOBODY, NOBODY)
+        spec = "t:tcp:127.0.0.1:%d=unix:%s/up.sock,auth=token,token-file=%s"
+        relay_rc, log = start(["relay", "-F", spec % (free_port(), base, token)])
+        if relay_rc is None:
+            log = log.stop(expect=None)
+        rc, _, err = run_sockferry(["check", "-F", "t:unix:%s/t.sock=tcp:127.0.0.1:9,auth=token,token-file=%s"
+                                    % (base, token)])
+        for who, status, text in (("relay", relay_rc, log), ("check", rc, err)):
+            assert status == 78, (who, status, text)
+            assert "token file %s is owned by nobody (uid 65534)" % token in text and "chown root" in text, text
+        # Owned by the configured user, the one the relay runs as: accepted (check then fails
+        # on the link, not on the token).
+        conf = os.path.join(base, "user.conf")
+        with open(conf, "w") as f:
+            f.write("[sockferry]\nuser = nobody\ntoken-file = %s\n[t]\nlisten = unix:%s/t.sock\n"
+                    "connect = tcp:127.0.0.1:9\nauth = token\n" % (token, base))
+        rc, _, err = run_sockferry(["check", "-c", conf])
+        assert rc == 1 and "owned by" not in err, (rc, err)
+    finally:
+        shutil.rmtree(base)
+
+
+def in_hosts(hosts_text):
+    """A prefix that runs the relay in a mount namespace whose /etc/hosts says hosts_text."""
+    if not shutil.which("unshare"):
+        raise Skip("unshare (util-linux) is not installed")
+    d = tmpdir()
+    hosts = os.path.join(d, "hosts")
+    with open(hosts, "w") as f:
+        f.write(hosts_text)
+    os.chmod(d, 0o755)
+    os.chmod(hosts, 0o644)
+    probe = subprocess.run(["unshare", "-m", "sh", "-c", 'mount --bind "$0" /etc/hosts && exec true', hosts],
+                           capture_output=True, text=True)
+    if probe.returncode != 0:
+        shutil.rmtree(d)
+        raise Skip("cannot bind-mount /etc/hosts in a mount namespace: " + probe.stderr.strip())
+    return d, ["unshare", "-m", "sh", "-c", 'mount --bind "$0" /etc/hosts && exec "$@"', hosts]
+
+
+def listening_on_any(port):
+    with open("/proc/net/tcp") as f:
+        return any(line.split()[1] == "00000000:%04X" % port and line.split()[3] == "0A" for line in f.readlines()[1:])
+
+
+def test_a_loopback_looking_name_that_resolves_to_every_address_needs_auth():
+    need_root()
+    # Both names pass the text check (conf/conf.c): "localhost" and a name that starts "127.".
+    d, prefix = in_hosts("0.0.0.0 localhost\n0.0.0.0 127.sf-policy.test\n")
+    up = Upstream(os.path.join(d, "up.sock"))
+    try:
+        for name in ("localhost", "127.sf-policy.test"):
+            port = free_port()
+            r = Relay(["relay", "-F", "a:tcp:%s:%d=unix:%s" % (name, port, up.where)], wait_ready=False,
+                      prefix=prefix)
+            try:
+                r.wait_notify(b"READY=1", timeout=10)
+            except AssertionError:
+                pass
+            if r.proc.poll() is None:
+                on_any = listening_on_any(port)
+                r.stop(expect=None)
+                raise AssertionError("tcp:%s:%d started without auth%s" % (
+                    name, port, " and listened on 0.0.0.0" if on_any else ""))
+            rc, log = r.proc.returncode, r.text()
+            r.kill()
+            assert rc == 78, (name, rc, log)
+            assert "listen tcp:%s:%d: %s resolves to 0.0.0.0, which is not a loopback address" % (name, port, name) \
+                in log and "set auth = token" in log, log
+        # With auth the same name is fine: the link is authenticated.
+        port = free_port()
+        r = Relay(["relay", "-F", "a:tcp:127.sf-policy.test:%d=unix:%s,allow-insecure=yes" % (port, up.where)],
+                  prefix=prefix)
+        r.stop()
+    finally:
+        up.stop()
+        shutil.rmtree(d)
+
+
+def test_a_name_that_resolves_to_loopback_listens_without_auth():
+    need_root()
+    d, prefix = in_hosts("127.0.0.1 localhost\n127.0.0.1 db.sf-policy.test\n")
+    up = Upstream(os.path.join(d, "up.sock"))
+    try:
+        port = free_port()
+        r = Relay(["relay", "-F", "a:tcp:localhost:%d=unix:%s" % (port, up.where)], prefix=prefix)
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as c:
+            assert c.recv(100).startswith(BANNER)
+        r.stop()
+    finally:
+        up.stop()
+        shutil.rmtree(d)
+
+
+if __name__ == "__main__":
+    sys.exit(Tap([
+        test_a_nobody_cannot_take_over_a_socket_in_its_writable_directory,
+        test_a_a_world_writable_root_directory_is_refused_too,
+        test_b_nobody_cannot_make_the_relay_delete_a_live_socket,
+        test_c_nobodys_link_does_not_decide_where_root_creates_its_socket,
+        test_safe_places_still_work_sticky_tmp_and_roots_links,
+        test_close_leaves_a_socket_that_replaced_ours,
+        test_alias_in_a_directory_nobody_controls_is_refused,
+        test_keygen_force_never_hands_the_new_token_to_the_old_files_owner,
+        test_a_token_another_user_owns_is_refused_by_relay_and_check,
+        test_a_loopback_looking_name_that_resolves_to_every_address_needs_auth,
+        test_a_name_that_resolves_to_loopback_listens_without_auth,
+    ]).run())

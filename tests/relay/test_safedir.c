@@ -1,0 +1,216 @@
+/* The directory policy of listen paths and aliases (relay/safedir.h): owners and modes, and
+ * the walk from / through real directories, links and missing parts. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "relay/safedir.h"
+
+#define NOBODY 65534
+
+static char dir[64];
+static struct sf_safedir_policy trust;
+
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw) {
+        return remove(p);
+}
+
+static void setup(void) {
+        snprintf(dir, sizeof dir, "/tmp/sf-safedir-test.XXXXXX");
+        cr_assert_not_null(mkdtemp(dir));
+        sf_safedir_policy_init(&trust, false, 0);
+}
+
+static void teardown(void) {
+        nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+TestSuite(safedir_policy);
+TestSuite(safedir_open, .init = setup, .fini = teardown);
+
+static struct stat dir_stat(uid_t uid, mode_t mode) {
+        struct stat st = { .st_uid = uid, .st_mode = S_IFDIR | mode };
+        return st;
+}
+
+Test(safedir_policy, root_and_trusted_owners_only) {
+        struct sf_safedir_policy p;
+        sf_safedir_policy_init(&p, true, 4242);
+        struct stat st = dir_stat(0, 0755);
+        cr_assert(sf_safedir_dir_ok(&p, &st));
+        st = dir_stat(4242, 0755);
+        cr_assert(sf_safedir_dir_ok(&p, &st), "the configured user's directory is trusted");
+        st = dir_stat(geteuid(), 0700);
+        cr_assert(sf_safedir_dir_ok(&p, &st), "the effective user's directory is trusted");
+        st = dir_stat(NOBODY, 0755);
+        cr_assert_not(sf_safedir_dir_ok(&p, &st), "another user's directory is not");
+        cr_assert_not(sf_safedir_owner_ok(&p, NOBODY));
+}
+
+Test(safedir_policy, writable_by_others_only_when_sticky_and_root_owned) {
+        struct sf_safedir_policy p;
+        sf_safedir_policy_init(&p, true, 4242);
+        struct stat st = dir_stat(0, 01777);
+        cr_assert(sf_safedir_dir_ok(&p, &st), "/tmp itself is fine");
+        st = dir_stat(0, 0777);
+        cr_assert_not(sf_safedir_dir_ok(&p, &st), "world-writable without the sticky bit");
+        st = dir_stat(0, 0775);
+        cr_assert_not(sf_safedir_dir_ok(&p, &st), "group-writable");
+        st = dir_stat(4242, 01777);
+        cr_assert_not(sf_safedir_dir_ok(&p, &st), "sticky but not root's: its owner could still swap entries");
+        st = dir_stat(NOBODY, 01777);
+        cr_assert_not(sf_safedir_dir_ok(&p, &st));
+        st.st_mode = S_IFREG | 0755;
+        st.st_uid = 0;
+        cr_assert_not(sf_safedir_dir_ok(&p, &st), "not a directory");
+}
+
+static const char *at(const char *rel) {
+        static char buf[4][PATH_MAX];
+        static int i;
+        i = (i + 1) % 4;
+        snprintf(buf[i], sizeof buf[i], "%s/%s", dir, rel);
+        return buf[i];
+}
+
+static int open_dir(const char *path, bool create, const char **base) {
+        return sf_safedir_open(&trust, path, create, "t", "test", base);
+}
+
+static void assert_same_dir(int fd, const char *path) {
+        struct stat a, b;
+        cr_assert_eq(fstat(fd, &a), 0);
+        cr_assert_eq(stat(path, &b), 0, "%s: %s", path, strerror(errno));
+        cr_assert(a.st_dev == b.st_dev && a.st_ino == b.st_ino, "the fd is not %s", path);
+}
+
+Test(safedir_open, pins_the_directory_and_names_the_base) {
+        const char *base;
+        int fd = open_dir(at("s.sock"), false, &base);
+        cr_assert_geq(fd, 0, "%s", strerror(-fd));
+        cr_assert_str_eq(base, "s.sock");
+        assert_same_dir(fd, dir);
+        close(fd);
+}
+
+Test(safedir_open, creates_missing_directories_0755) {
+        const char *base;
+        umask(022);
+        int fd = open_dir(at("a/b/s.sock"), true, &base);
+        cr_assert_geq(fd, 0, "%s", strerror(-fd));
+        struct stat st;
+        cr_assert_eq(stat(at("a/b"), &st), 0);
+        cr_assert_eq(st.st_mode & 07777, 0755);
+        cr_assert_eq(st.st_uid, geteuid());
+        assert_same_dir(fd, at("a/b"));
+        close(fd);
+}
+
+Test(safedir_open, missing_directory_without_create_is_enoent) {
+        const char *base;
+        cr_assert_eq(open_dir(at("none/s.sock"), false, &base), -ENOENT);
+}
+
+Test(safedir_open, refuses_a_world_writable_directory) {
+        const char *base;
+        cr_assert_eq(mkdir(at("w"), 0755), 0);
+        cr_assert_eq(chmod(at("w"), 0777), 0);
+        cr_assert_eq(open_dir(at("w/s.sock"), true, &base), -EPERM);
+        cr_assert_eq(open_dir(at("w/deeper/s.sock"), true, &base), -EPERM, "a directory above counts too");
+        struct stat st;
+        cr_assert_neq(stat(at("w/deeper"), &st), 0, "nothing is created below an unsafe directory");
+}
+
+Test(safedir_open, accepts_a_sticky_root_directory) {
+        if (geteuid() != 0)
+                cr_skip_test("needs root: the directory must be root's");
+        const char *base;
+        cr_assert_eq(mkdir(at("t"), 0755), 0);
+        cr_assert_eq(chmod(at("t"), 01777), 0);
+        int fd = open_dir(at("t/s.sock"), false, &base);
+        cr_assert_geq(fd, 0, "%s", strerror(-fd));
+        close(fd);
+}
+
+Test(safedir_open, refuses_another_users_directory) {
+        if (geteuid() != 0)
+                cr_skip_test("needs root to give a directory to uid %d", NOBODY);
+        const char *base;
+        cr_assert_eq(mkdir(at("n"), 0755), 0);
+        cr_assert_eq(chown(at("n"), NOBODY, NOBODY), 0);
+        cr_assert_eq(open_dir(at("n/s.sock"), true, &base), -EPERM);
+        struct sf_safedir_policy p;
+        sf_safedir_policy_init(&p, true, NOBODY);
+        int fd = sf_safedir_open(&p, at("n/s.sock"), true, "t", "test", &base);
+        cr_assert_geq(fd, 0, "the configured user's own directory is trusted: %s", strerror(-fd));
+        close(fd);
+}
+
+Test(safedir_open, follows_a_trusted_link) {
+        const char *base;
+        cr_assert_eq(mkdir(at("real"), 0755), 0);
+        cr_assert_eq(symlink(at("real"), at("abs")), 0);
+        cr_assert_eq(symlink("real/../real", at("rel")), 0);
+        int fd = open_dir(at("abs/s.sock"), false, &base);
+        cr_assert_geq(fd, 0, "%s", strerror(-fd));
+        assert_same_dir(fd, at("real"));
+        close(fd);
+        fd = open_dir(at("rel/s.sock"), false, &base);
+        cr_assert_geq(fd, 0, "%s", strerror(-fd));
+        assert_same_dir(fd, at("real"));
+        close(fd);
+}
+
+Test(safedir_open, refuses_a_link_another_user_owns) {
+        if (geteuid() != 0)
+                cr_skip_test("needs root to give a link to uid %d", NOBODY);
+        const char *base;
+        cr_assert_eq(mkdir(at("real"), 0755), 0);
+        cr_assert_eq(symlink(at("real"), at("l")), 0);
+        cr_assert_eq(lchown(at("l"), NOBODY, NOBODY), 0);
+        cr_assert_eq(open_dir(at("l/s.sock"), true, &base), -EPERM);
+}
+
+Test(safedir_open, refuses_a_link_into_an_unsafe_directory) {
+        const char *base;
+        cr_assert_eq(mkdir(at("w"), 0777), 0);
+        cr_assert_eq(chmod(at("w"), 0777), 0);
+        cr_assert_eq(symlink(at("w"), at("l")), 0);
+        cr_assert_eq(open_dir(at("l/s.sock"), true, &base), -EPERM);
+}
+
+Test(safedir_open, stops_a_link_loop) {
+        const char *base;
+        cr_assert_eq(symlink(at("b"), at("a")), 0);
+        cr_assert_eq(symlink(at("a"), at("b")), 0);
+        cr_assert_eq(open_dir(at("a/s.sock"), true, &base), -ELOOP);
+}
+
+Test(safedir_open, refuses_a_relative_path) {
+        const char *base;
+        cr_assert_eq(open_dir("relative/s.sock", true, &base), -EINVAL);
+        cr_assert_eq(open_dir("/tmp/", true, &base), -EINVAL);
+}
+
+Test(safedir_open, enter_and_leave_restore_the_working_directory) {
+        char before[PATH_MAX], inside[PATH_MAX], after[PATH_MAX];
+        const char *base;
+        cr_assert_not_null(getcwd(before, sizeof before));
+        int fd = open_dir(at("s.sock"), false, &base);
+        cr_assert_geq(fd, 0);
+        int saved = sf_safedir_enter(fd);
+        cr_assert_geq(saved, 0);
+        cr_assert_not_null(getcwd(inside, sizeof inside));
+        cr_assert_str_eq(inside, dir);
+        sf_safedir_leave(saved);
+        cr_assert_not_null(getcwd(after, sizeof after));
+        cr_assert_str_eq(after, before);
+        close(fd);
+}
