@@ -21,8 +21,8 @@
 /* A secret mounted by Docker or Kubernetes cannot be chmod-ed in place: its mode is set where
  * the secret is declared. */
 #define SECRET_HINT                                                                                   \
-        " (a Docker or Kubernetes secret: set its mode where it is declared, mode: 0400 in compose, " \
-        "defaultMode: 0400 in Kubernetes)"
+        " (a secret: Compose mounts a file secret with the host file's mode, so chmod 600 it there; " \
+        "Swarm: mode: 0400 in the long secrets: syntax; Kubernetes: defaultMode: 0400)"
 
 static bool is_space(char c) {
         return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';

@@ -44,7 +44,7 @@ static int explain_dir(const char *path, bool mount) {
                        "(Docker Desktop, Lima, Colima) when they cannot carry a socket%s%s.\n",
                        path, engine ? "; this looks like " : "", engine ? engine : "");
         printf("Fix: a socket cannot be bind-mounted here; carry it with sockferry instead: on the host\n"
-               "  sockferry relay -F 'NAME:tcp:0.0.0.0:7777=unix:HOST_SOCKET,auth=token,token-file=TOKEN'\n"
+               "  sockferry relay -F 'NAME:tcp:127.0.0.1:7777=unix:HOST_SOCKET,auth=token,token-file=TOKEN'\n"
                "and in the container a forward listening on unix:/run/sockferry/NAME.sock that connects\n"
                "to tcp:host.docker.internal:7777 with alias = %s (or the preload library), so\n"
                "clients keep using this path; drop the -v bind mount of the socket.\n",

@@ -392,7 +392,7 @@ Test(token, owned_by_another_user_refused) {
 
 Test(token, secret_mode_hint) {
         const char *p = write_file("t", HEX32 "\n", 0444);
-        expect_load_error(p, -EPERM, WANT("run chmod 600", "mode: 0400 in compose", "defaultMode: 0400 in Kubernetes"));
+        expect_load_error(p, -EPERM, WANT("run chmod 600", "Compose mounts a file secret with the host file's mode", "Swarm: mode: 0400", "defaultMode: 0400"));
 }
 
 Test(keygen, stdout) {
