@@ -39,6 +39,9 @@ cache=${SF_MACOS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sockferry-macos}
 jobs=${SF_MACOS_JOBS:-$(nproc)}
 mkdir -p "$cache"
 cache=$(cd "$cache" && pwd)
+# One build at a time per cache: a second one waits instead of sharing half-built trees.
+exec 9>"$cache/.lock"
+flock 9
 # zig's per-user cache would otherwise land in ~/.cache/zig: keep everything in one place.
 export ZIG_GLOBAL_CACHE_DIR=$cache/zig-cache ZIG_LOCAL_CACHE_DIR=$cache/zig-cache
 # Darwin architecture names (file(1), lipo, Homebrew) by zig's target names.
