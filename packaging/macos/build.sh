@@ -107,6 +107,9 @@ say "sources: apt-get update ($(awk '{print $(NF-2), $(NF-1)}' "$apt_dir/sources
 apt-get "${apt_opts[@]}" update >"$apt_dir/update.log" 2>&1 || {
         cat "$apt_dir/update.log" >&2; echo "$0: apt-get update of the deb-src entries failed" >&2; exit 1; }
 
+if [ -n "${SF_MACOS_SOURCES:-}" ] && [ ! -d "$SF_MACOS_SOURCES" ]; then
+        echo "$0: SF_MACOS_SOURCES=$SF_MACOS_SOURCES is not a directory" >&2; exit 1
+fi
 declare -A version srcdir
 src_dir=$cache/src
 mkdir -p "$src_dir"
