@@ -232,6 +232,7 @@ build_deps() {
                 stamp=$cache/$t/stamp-$pkg-${version[$pkg]}-$script_sum
                 [ -f "$stamp" ] && continue
                 rm -f "$cache/$t/stamp-$pkg-"*
+                say "$t: $pkg ${version[$pkg]}"
                 case $pkg in
                 libuv1) build_libuv "$t" "$prefix" ;;
                 libsodium) build_libsodium "$t" "$prefix" ;;
@@ -277,7 +278,9 @@ EOF
 build_target() {
         local t=$1
         build_deps "$t"
+        say "$t: sockferry"
         build_sockferry "$t"
+        say "$t: done"
 }
 declare -A pid
 for t in "${targets[@]}"; do
