@@ -243,8 +243,10 @@ build_deps() {
 }
 
 # ---- sockferry ------------------------------------------------------------------------------------
-# One build directory per source tree and target, so that a second run is incremental.
-src_key=$(printf '%s' "$src" | sha256sum | cut -c1-12)
+# -Werror as the Linux CI builds: the macOS-only lines are compiled nowhere else.
+setup_opts=(--buildtype=release -Dwerror=true)
+# One build directory per source tree, options and target, so that a second run is incremental.
+src_key=$(printf '%s\n' "$src" "${setup_opts[@]}" | sha256sum | cut -c1-12)
 build_sockferry() {
         local t=$1 prefix=$cache/$1/prefix b=$cache/$1/sockferry-$src_key cross=$cache/$1/cross.ini
         cat >"$cross.new" <<EOF
@@ -266,7 +268,7 @@ EOF
         if ! cmp -s "$cross.new" "$cross" || [ ! -f "$b/build.ninja" ]; then
                 mv "$cross.new" "$cross"
                 rm -rf "$b"
-                meson setup "$b" "$src" --cross-file "$cross" --buildtype=release
+                meson setup "$b" "$src" --cross-file "$cross" "${setup_opts[@]}"
         else
                 rm -f "$cross.new"
         fi
