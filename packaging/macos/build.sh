@@ -115,10 +115,28 @@ src_dir=$cache/src
 mkdir -p "$src_dir"
 # apt-get source reuses a file already in the directory when its hash matches the signed
 # Sources index, so files copied from SF_MACOS_SOURCES are checked the same way as downloads.
-fetch_sources() {
+# The next Debian release on the same mirror, for a source package whose files the mirror no
+# longer carries for this one (seen: bookworm's libinih 55 .orig.tar.gz answered 404).
+next_apt_dir=$cache/apt-next
+next_apt_opts=(-o "Dir::State=$next_apt_dir/state" -o "Dir::Cache=$next_apt_dir/cache"
+        -o "Dir::Etc::SourceList=$next_apt_dir/sources.list" -o "Dir::Etc::SourceParts=$next_apt_dir/parts"
+        -o "APT::Sandbox::User=$(id -un)" -q)
+next_release_ready=
+next_release() {
+        [ -n "$next_release_ready" ] && return 0
+        mkdir -p "$next_apt_dir/state/lists/partial" "$next_apt_dir/cache/archives/partial" "$next_apt_dir/parts"
+        awk '$(NF-1) == "bookworm" { $(NF-1) = "trixie"; print }' "$apt_dir/sources.list" >"$next_apt_dir/sources.list"
+        [ -s "$next_apt_dir/sources.list" ] || return 1
+        apt-get "${next_apt_opts[@]}" update >"$next_apt_dir/update.log" 2>&1 || return 1
+        next_release_ready=1
+}
+# fetch_from PKG APT-OPTIONS...: the newest source version those sources have, unpacked into
+# $src_dir; 1 when it cannot be had (the log says why).
+fetch_from() {
         local pkg=$1 v up
-        v=$(apt-cache "${apt_opts[@]}" showsrc --only-source "$pkg" | awk '/^Version:/ {print $2}' | sort -V | tail -n 1)
-        [ -n "$v" ] || { echo "$0: no source package $pkg in $apt_dir/sources.list" >&2; exit 1; }
+        shift
+        v=$(apt-cache "$@" showsrc --only-source "$pkg" | awk '/^Version:/ {print $2}' | sort -V | tail -n 1)
+        [ -n "$v" ] || { echo "no source package $pkg" >"$src_dir/$pkg.log"; return 1; }
         up=${v#*:}
         up=${up%-*}
         version[$pkg]=$v
@@ -128,13 +146,21 @@ fetch_sources() {
                 find "$SF_MACOS_SOURCES" -maxdepth 1 -name "${pkg}_*" -exec cp -t "$src_dir" {} +
         fi
         rm -rf "${srcdir[$pkg]}"
-        if ! (cd "$src_dir" && apt-get "${apt_opts[@]}" source "$pkg=$v" >"$pkg.log" 2>&1); then
-                cat "$src_dir/$pkg.log" >&2
-                echo "$0: cannot fetch the Debian source package $pkg $v from the mirror of $apt_dir/sources.list." >&2
-                echo "If the mirror lacks files, put the files its .dsc names into a directory and set SF_MACOS_SOURCES=DIR." >&2
-                exit 1
-        fi
+        (cd "$src_dir" && apt-get "$@" source "$pkg=$v" >"$pkg.log" 2>&1) || return 1
         touch "${srcdir[$pkg]}/.sf-unpacked-$v"
+}
+fetch_sources() {
+        local pkg=$1
+        fetch_from "$pkg" "${apt_opts[@]}" && return 0
+        cp "$src_dir/$pkg.log" "$src_dir/$pkg.first.log"
+        if next_release && fetch_from "$pkg" "${next_apt_opts[@]}"; then
+                say "sources: $pkg from the next Debian release (this one's files: $(tail -n 1 "$src_dir/$pkg.first.log"))"
+                return 0
+        fi
+        cat "$src_dir/$pkg.first.log" "$src_dir/$pkg.log" >&2
+        echo "$0: cannot fetch the Debian source package $pkg from the mirror of $apt_dir/sources.list, nor from the next release." >&2
+        echo "If the mirror lacks files, put the files its .dsc names into a directory and set SF_MACOS_SOURCES=DIR." >&2
+        exit 1
 }
 for pkg in libuv1 libsodium libinih; do
         fetch_sources "$pkg"
