@@ -8,7 +8,12 @@ pkgs=(
         systemd scdoc gnuplot-nox
         libseccomp-dev binutils
         dpkg-dev debhelper lintian fakeroot rpm
+        # macOS packaging (tests/packaging): ruby -c of the Homebrew formula; the Mach-O
+        # cross-build (packaging/macos/build.sh): libsodium's autoreconf, llvm-nm/llvm-objdump
+        ruby autoconf automake libtool llvm
 )
+# The cross-build's toolchain comes from npm; a nodejs from elsewhere may carry its own npm.
+command -v npm >/dev/null || pkgs+=(npm)
 missing=()
 for p in "${pkgs[@]}"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

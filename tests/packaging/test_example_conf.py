@@ -19,6 +19,8 @@ import sys
 import tempfile
 import time
 
+from tap import check, report
+
 
 def free_port():
     s = socket.socket()
@@ -34,7 +36,6 @@ def main():
     ap.add_argument("--sockferry", required=True)
     a = ap.parse_args()
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="sf-example-"))
-    results = []
     p = None
     try:
         text = pathlib.Path(a.config).read_text()
@@ -53,26 +54,20 @@ def main():
             err += line
             if "ready:" in line:
                 break
-        results.append(("ready:" in err, "sockferry relay loads the example and binds every forward", err))
+        check("ready:" in err, "sockferry relay loads the example and binds every forward", err)
         p.send_signal(signal.SIGTERM)
         try:
             rc = p.wait(timeout=15)
         except subprocess.TimeoutExpired:
             p.kill()
             rc = p.wait()
-        results.append((rc == 0, "SIGTERM stops it with status 0", f"status {rc}\n{p.stderr.read()}"))
+        check(rc == 0, "SIGTERM stops it with status 0", f"status {rc}\n{p.stderr.read()}")
     finally:
         if p and p.poll() is None:
             p.kill()
             p.wait()
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"1..{len(results)}")
-    for i, (ok, desc, detail) in enumerate(results, 1):
-        print(f"{'ok' if ok else 'not ok'} {i} - {desc}")
-        if not ok:
-            for line in detail.splitlines():
-                print(f"# {line}")
-    return 0 if all(r[0] for r in results) else 1
+    return report()
 
 
 if __name__ == "__main__":
