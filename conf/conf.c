@@ -791,6 +791,27 @@ static unsigned parse_spec_keys(struct sf_forward *f, char *items) {
         return n_errors;
 }
 
+/* A spec that starts with its listen endpoint, the NAME left out: "/run/x.sock=..." or
+ * "unix:/run/x.sock=...", where the first ':' would otherwise make "unix" the name. Says so
+ * and returns true. */
+static bool spec_name_missing(const char *spec) {
+        const char *eq = strchr(spec, '=');
+        if (!eq)
+                return false;
+        size_t len = (size_t)(eq - spec);
+        const char *colon = memchr(spec, ':', len);
+        struct sf_endpoint ep;
+        char err[MSG_MAX];
+        if (colon && sf_endpoint_parse_n(colon + 1, len - (size_t)(colon - spec) - 1, &ep, err, sizeof err) == 0)
+                return false;
+        bool bare_path = spec[0] == '/' && !colon;
+        if (!bare_path && sf_endpoint_parse_n(spec, len, &ep, err, sizeof err) < 0)
+                return false;
+        spec_error(spec, "the forward's NAME is missing before the listen endpoint, " SPEC_EXPECTED ", e.g. -F mysock:%s%.*s=...",
+                   bare_path ? "unix:" : "", (int)len, spec);
+        return true;
+}
+
 int sf_conf_add_spec(struct sf_conf *c, const char *spec) {
         struct sf_forward f;
         const struct sf_forward *first;
@@ -805,6 +826,8 @@ int sf_conf_add_spec(struct sf_conf *c, const char *spec) {
         }
         char *colon = strchr(copy, ':');
         char *eq = colon ? strchr(colon + 1, '=') : NULL;
+        if (spec_name_missing(spec))
+                goto out;
         if (!colon) {
                 spec_error(spec, "missing ':' after the name, " SPEC_EXPECTED);
                 goto out;

@@ -1,9 +1,12 @@
 #include "conf/log.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -64,28 +67,49 @@ static size_t json_escape(char *dst, size_t cap, const char *src) {
         return o;
 }
 
+/* True when stderr is the stream systemd connected to the journal (sd_journal_stream_fd(3)
+ * documents JOURNAL_STREAM as "DEVICE:INODE" of that stream); a copy inherited by a process
+ * whose stderr was redirected elsewhere does not count. */
+static bool stderr_is_journal(void) {
+        const char *v = getenv("JOURNAL_STREAM");
+        unsigned long long dev, ino;
+        struct stat st;
+        return v && sscanf(v, "%llu:%llu", &dev, &ino) == 2 && fstat(STDERR_FILENO, &st) == 0 &&
+               (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
+}
+
 void sf_logv(enum sf_log_level level, const char *forward, uint64_t conn, const char *fmt, va_list ap) {
+        /* The syslog priorities journald reads from a "<N>" line prefix (sd-daemon.h). */
+        static const int priorities[] = { 3, 4, 6, 7 };
+        static int journal = -1;
         if (level > log_level)
                 return;
         int saved = errno;
-        char msg[2048], line[4608], ts[40];
+        char msg[2048], line[4608], ts[40] = "", prio[8] = "";
         struct timespec now;
         struct tm tm;
 
+        if (journal < 0)
+                journal = stderr_is_journal();
         vsnprintf(msg, sizeof msg, fmt, ap);
-        clock_gettime(CLOCK_REALTIME, &now);
-        gmtime_r(&now.tv_sec, &tm);
-        size_t n = strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm);
-        snprintf(ts + n, sizeof ts - n, ".%03ldZ", now.tv_nsec / 1000000);
+        /* The journal stamps each line itself and filters by the priority prefix. */
+        if (journal) {
+                snprintf(prio, sizeof prio, "<%d>", priorities[level]);
+        } else {
+                clock_gettime(CLOCK_REALTIME, &now);
+                gmtime_r(&now.tv_sec, &tm);
+                size_t n = strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm);
+                snprintf(ts + n, sizeof ts - n, ".%03ldZ", now.tv_nsec / 1000000);
+        }
 
         int len;
         if (log_format == SF_LOG_JSON) {
                 char emsg[4096], efwd[256];
                 json_escape(emsg, sizeof emsg, msg);
                 json_escape(efwd, sizeof efwd, forward ? forward : "");
-                len = snprintf(line, sizeof line, "{\"ts\":\"%s\",\"level\":\"%s\"%s%s%s", ts,
-                               level_names[level], forward ? ",\"forward\":\"" : "", forward ? efwd : "",
-                               forward ? "\"" : "");
+                len = snprintf(line, sizeof line, "%s{%s%s%s\"level\":\"%s\"%s%s%s", prio, ts[0] ? "\"ts\":\"" : "", ts,
+                               ts[0] ? "\"," : "", level_names[level], forward ? ",\"forward\":\"" : "",
+                               forward ? efwd : "", forward ? "\"" : "");
                 if (conn && len > 0 && (size_t)len < sizeof line)
                         len += snprintf(line + len, sizeof line - (size_t)len, ",\"conn\":%llu",
                                         (unsigned long long)conn);
@@ -97,7 +121,8 @@ void sf_logv(enum sf_log_level level, const char *forward, uint64_t conn, const 
                         snprintf(ctx, sizeof ctx, " [%s #%llu]", forward, (unsigned long long)conn);
                 else if (forward)
                         snprintf(ctx, sizeof ctx, " [%s]", forward);
-                len = snprintf(line, sizeof line, "%s sockferry %s%s: %s\n", ts, level_names[level], ctx, msg);
+                len = snprintf(line, sizeof line, "%s%s%ssockferry %s%s: %s\n", prio, ts, ts[0] ? " " : "",
+                               level_names[level], ctx, msg);
         }
         if (len > 0) {
                 size_t total = (size_t)len < sizeof line ? (size_t)len : sizeof line - 1;

@@ -89,6 +89,7 @@ struct sf_conn {
         /* link handshake */
         bool hs_server;       /* we greeted the client: it gets a status frame */
         bool hs_await_status; /* we sent our frame upstream: its status comes first */
+        bool greeting_check;  /* auth = none over a network: the upstream's first read is looked at */
         uint8_t hs_flags;
         uint16_t hs_len;
         /* The nonces of the handshake with our client (we are its server) and of the one with
@@ -347,6 +348,7 @@ static void upstream_connected(struct sf_conn *c) {
         }
         if (c->hs_server && !server_confirm(c))
                 return;
+        c->greeting_check = is_net_family(c->upstream_family);
         start_relaying(c);
 }
 
@@ -901,6 +903,19 @@ static int read_step(struct sf_conn *c, int from) {
         return 1;
 }
 
+/* auth = none here: once, on the upstream's first read, a sockferry greeting there (a relay
+ * with auth = token) closes the connection with the fix, instead of reaching the client as
+ * data. True when it did. */
+static bool greeting_refused(struct sf_conn *c) {
+        const struct dir *d = &c->dir[UPSTREAM];
+        char msg[600];
+        c->greeting_check = false;
+        if (!sf_link_greeting_unexpected((const uint8_t *)d->buf, d->len, cand_ep(c)->text, fname(c), msg, sizeof msg))
+                return false;
+        handshake_failed(c, SF_LINK_WRONG_PEER, msg);
+        return true;
+}
+
 /* Moves bytes from side `from` to the other side while both are ready; what the other side
  * does not take stays queued and reading `from` waits until it drains (backpressure). After
  * PUMP_ROUNDS reads the connection yields to the others and continues in a deferred call.
@@ -917,6 +932,8 @@ static int pump(struct sf_conn *c, int from) {
                         return r;
                 if (r == 0)
                         break;
+                if (from == UPSTREAM && c->greeting_check && greeting_refused(c))
+                        return 0;
                 r = flush(c, from);
                 if (r < 0)
                         return r;

@@ -113,14 +113,31 @@ int sf_hs_client_verify(const uint8_t in[SF_HS_CLIENT_LEN], const struct sf_hs_k
         return 0;
 }
 
+/* Copies reason into out as printable ASCII, at most SF_HS_REASON_MAX bytes: receivers show
+ * any other byte as '?', so the dashes of our own messages (U+2013, U+2014) become '-' and
+ * any other UTF-8 sequence one '?'. Returns the length. */
+static size_t reason_ascii(uint8_t *out, const char *reason) {
+        size_t o = 0;
+        for (const unsigned char *p = (const unsigned char *)reason; *p && o < SF_HS_REASON_MAX; o++) {
+                if (*p >= 0x20 && *p < 0x7f) {
+                        out[o] = *p++;
+                        continue;
+                }
+                out[o] = p[0] == 0xe2 && p[1] == 0x80 && (p[2] == 0x93 || p[2] == 0x94) ? '-' : '?';
+                /* Past the whole UTF-8 sequence: the lead byte, then its continuation bytes. */
+                p++;
+                while ((*p & 0xc0) == 0x80)
+                        p++;
+        }
+        return o;
+}
+
 size_t sf_hs_status_build(uint8_t *out, const struct sf_hs_key *key, const uint8_t snonce[SF_HS_NONCE_LEN],
                           const uint8_t cnonce[SF_HS_NONCE_LEN], enum sf_hs_status status, const char *reason) {
-        size_t rlen = reason ? strnlen(reason, SF_HS_REASON_MAX) : 0;
+        size_t rlen = reason ? reason_ascii(out + 2, reason) : 0;
 
         out[0] = (uint8_t)status;
         out[1] = (uint8_t)rlen;
-        if (rlen > 0)
-                memcpy(out + 2, reason, rlen);
         frame_mac(out + 2 + rlen, key, LABEL_SERVER, snonce, cnonce, out, 2 + rlen);
         return SF_HS_STATUS_MIN + rlen;
 }

@@ -73,7 +73,8 @@ int sf_hs_client_verify(const uint8_t in[SF_HS_CLIENT_LEN], const struct sf_hs_k
                         uint8_t *flags, uint8_t *version);
 
 /* Writes a status frame to out (room for SF_HS_STATUS_MAX bytes) and returns its length;
- * reason (NULL for none) is cut at SF_HS_REASON_MAX bytes. Frames sent before the client is
+ * reason (NULL for none) goes on the wire as printable ASCII (an en or em dash as '-', any
+ * other non-ASCII character as '?'), cut at SF_HS_REASON_MAX bytes. Frames sent before the client is
  * authenticated must carry no host details in reason. */
 size_t sf_hs_status_build(uint8_t *out, const struct sf_hs_key *key, const uint8_t snonce[SF_HS_NONCE_LEN],
                           const uint8_t cnonce[SF_HS_NONCE_LEN], enum sf_hs_status status, const char *reason);

@@ -102,11 +102,27 @@ enum sf_link_err sf_link_hello_eof(size_t len, const char *ep, char *out, size_t
 }
 
 enum sf_link_err sf_link_hello_timeout(uint64_t ms, const char *ep, char *out, size_t cap) {
+        /* A relay with auth = token greets at once; one with auth = none waits for its client,
+         * as many services do. The usual cause is the host relay left at auth = none. */
         snprintf(out, cap,
-                 "wrong peer: %s sent nothing within %llums: it may be a plain TCP service (then auth = none is "
-                 "what you meant) or an overloaded relay",
+                 "wrong peer: %s sent nothing within %llums: it may be a plain TCP service (then auth = none "
+                 "here) or, the usual case, a sockferry relay with auth = none: set auth = token and the same "
+                 "token-file on that relay (one with auth = token greets at once)",
                  ep, (unsigned long long)ms);
         return SF_LINK_WRONG_PEER;
+}
+
+bool sf_link_greeting_unexpected(const uint8_t *got, size_t len, const char *ep, const char *forward, char *out,
+                                 size_t cap) {
+        uint8_t version = 0;
+        if (len <= SF_HS_MAGIC_LEN || sf_hs_prefix_check(got, len, &version) == -EPROTO)
+                return false;
+        snprintf(out, cap,
+                 "wrong peer: %s is a sockferry relay with auth = token (it sent the sockferry/%u greeting), and "
+                 "this forward has auth = none: set auth = token and token-file (the same token as that relay's) "
+                 "in [%s] here; the connection was closed so the greeting does not reach the client as data",
+                 ep, (unsigned)version, forward);
+        return true;
 }
 
 enum sf_link_err sf_link_version_mismatch(unsigned version, const char *ep, char *out, size_t cap) {

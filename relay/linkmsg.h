@@ -2,6 +2,7 @@
 /* Plain words for the failures of a link handshake, seen from the connecting side: the relay
  * logs them and counts them, `sockferry check` prints them. One wording for both, so a person
  * who saw one in a log recognises it in a health check. */
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -36,6 +37,12 @@ enum sf_link_err sf_link_wrong_peer(const uint8_t *got, size_t len, const char *
 enum sf_link_err sf_link_hello_eof(size_t len, const char *ep, char *out, size_t cap);
 /* Nothing arrived within ms. */
 enum sf_link_err sf_link_hello_timeout(uint64_t ms, const char *ep, char *out, size_t cap);
+/* Connecting side of a forward with auth = none: got is the first len bytes the upstream
+ * sent. True, with the sentence in out, when they are a sockferry greeting (the magic and a
+ * version byte): the upstream is a relay with auth = token, whose greeting the client would
+ * otherwise receive as data. forward is the forward's name, for the fix. */
+bool sf_link_greeting_unexpected(const uint8_t *got, size_t len, const char *ep, const char *forward, char *out,
+                                 size_t cap);
 /* The hello announced another version. */
 enum sf_link_err sf_link_version_mismatch(unsigned version, const char *ep, char *out, size_t cap);
 /* The peer closed before its status frame was complete. */

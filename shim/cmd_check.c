@@ -25,15 +25,23 @@
 #define BANNER_MAX 40
 
 static void help(void) {
-        fputs("Usage: sockferry check [-c FILE] [-F SPEC]... [--timeout 5s]\n"
+        fputs("Usage: sockferry check [-c FILE] [-F SPEC]... [--timeout 5s] [--link-only]\n"
               "\n"
-              "Probe every forward end to end: connect to its candidates in order and, on a link with\n"
-              "auth = token, run the handshake with the probe flag so the host relay confirms that its\n"
-              "own upstream answers. Prints one line per forward, OK or the failure in plain words.\n"
+              "Probe every forward end to end: its own listening socket must be live (a relay serves\n"
+              "it), and its candidates are connected to in order; on a link with auth = token the\n"
+              "handshake runs with the probe flag so the host relay confirms that its own upstream\n"
+              "answers. Prints one line per forward, OK or the failure in plain words.\n"
               "\n"
               "  -c, --config FILE   INI configuration\n"
               "  -F, --forward SPEC  NAME:LISTEN=CONNECT[|CONNECT...][,key=value]... (repeatable)\n"
-              "  -t, --timeout DUR   time allowed per candidate, connect and handshake (default 5s)\n"
+              "      --timeout DUR   time allowed per candidate, connect and handshake (default 5s)\n"
+              "      --link-only     check the link alone: a forward whose unix listen socket is not\n"
+              "                      live is a warning, not a failure (check run where no relay is)\n"
+              "  -t, --test          check the configuration only, print what would be probed\n"
+              "  -v, --verbose       more log output\n"
+              "  -q, --quiet         less log output\n"
+              "      --log-format F  text or json\n"
+              "  -V, --version       show the version\n"
               "  -h, --help          show this help\n"
               "\n"
               "Exit status: 0 every forward is healthy, 1 otherwise, 64 usage, 78 configuration.\n"
@@ -138,31 +146,27 @@ static bool probe_candidate(struct probe *p) {
 }
 
 /* A forward whose own unix socket is not live has no relay serving it: clients fail whatever
- * the link says. It is a warning, as check may run before the relay (or on another side). */
-static void listen_warn(const struct sf_forward *f) {
+ * the link says, so a HEALTHCHECK must not call it healthy. Returns NULL when live (or not a
+ * unix socket), else what is wrong with it. */
+static const char *listen_problem(const struct sf_forward *f) {
         if (f->listen.kind != SF_EP_UNIX)
-                return;
-        const char *what;
+                return NULL;
         switch (sf_sockpath_probe(f->listen.path)) {
         case SF_PATH_LIVE_SOCKET:
-                return;
+                return NULL;
         case SF_PATH_MISSING:
-                what = "is missing";
-                break;
+                return "is missing";
         case SF_PATH_STALE_SOCKET:
-                what = "is a stale socket nobody accepts on";
-                break;
+                return "is a stale socket nobody accepts on";
         default:
-                what = "is not a live socket";
-                break;
+                return "is not a live socket";
         }
-        fprintf(stderr, "%s: warning: listen %s %s: the relay for this forward is not running (sockferry probe %s says more)\n",
-                f->name, f->listen.text, what, f->listen.path);
 }
 
 /* Checks one forward and prints its line. 0 healthy, 1 not, SF_EX_CONFIG for a token file
  * that cannot be used. */
-static int check_forward(const struct sf_conf *conf, const struct sf_forward *f, uint64_t timeout_ms) {
+static int check_forward(const struct sf_conf *conf, const struct sf_forward *f, uint64_t timeout_ms,
+                         bool link_only) {
         struct sf_hs_key key;
         bool has_key = false;
         const char *token_file = sf_conf_token_file(conf, f);
@@ -179,8 +183,11 @@ static int check_forward(const struct sf_conf *conf, const struct sf_forward *f,
                 has_key = true;
         }
 
-        listen_warn(f);
-        char msgs[1024] = "", msg[600];
+        const char *listen = listen_problem(f);
+        if (listen && link_only)
+                fprintf(stderr, "%s: warning: listen %s %s: the relay for this forward is not running (sockferry probe %s says more)\n",
+                        f->name, f->listen.text, listen, f->listen.path);
+        char msgs[1024] = "", msg[600], link[1100];
         size_t used = 0;
         bool ok = false;
         for (size_t i = 0; i < f->n_connect && !ok; i++) {
@@ -192,79 +199,92 @@ static int check_forward(const struct sf_conf *conf, const struct sf_forward *f,
                 int64_t start = sf_netio_now_ms();
                 ok = probe_candidate(&p);
                 if (ok)
-                        printf("%s: OK (%s, %s, %lld ms)\n", f->name, p.ep->text,
-                               p.key && is_net(p.ep) ? "upstream answers" : "connected",
-                               (long long)(sf_netio_now_ms() - start));
+                        snprintf(link, sizeof link, "OK (%s, %s, %lld ms)", p.ep->text,
+                                 p.key && is_net(p.ep) ? "upstream answers" : "connected",
+                                 (long long)(sf_netio_now_ms() - start));
                 else if (used < sizeof msgs)
                         used += (size_t)snprintf(msgs + used, sizeof msgs - used, "%s%s", used ? "; " : "", msg);
         }
         if (has_key)
                 sodium_memzero(&key, sizeof key);
         if (!ok)
-                printf("%s: FAIL %s\n", f->name, msgs);
+                snprintf(link, sizeof link, "FAIL %s", msgs);
+        if (listen && !link_only) {
+                printf("%s: FAIL listen %s %s: the relay for this forward is not running (sockferry probe %s says "
+                       "more; --link-only checks the link alone); the link: %s\n",
+                       f->name, f->listen.text, listen, f->listen.path, link);
+                return 1;
+        }
+        printf("%s: %s\n", f->name, link);
         return ok ? 0 : 1;
 }
 
 int sf_cmd_check(int argc, char **argv) {
+        enum { OPT_TIMEOUT = 256, OPT_LINK_ONLY };
         static const struct option opts[] = {
-                { "config", required_argument, NULL, 'c' }, { "forward", required_argument, NULL, 'F' },
-                { "timeout", required_argument, NULL, 't' }, { "help", no_argument, NULL, 'h' },
+                SF_CLI_LONGOPTS,
+                { "timeout", required_argument, NULL, OPT_TIMEOUT },
+                { "link-only", no_argument, NULL, OPT_LINK_ONLY },
                 {}
         };
-        const char *file = NULL;
-        char **specs = calloc((size_t)argc + 1, sizeof *specs);
-        size_t n_specs = 0;
+        struct sf_cli_opts o;
         uint64_t timeout_ms = DEFAULT_TIMEOUT_MS;
+        bool link_only = false;
         int c;
 
-        if (!specs)
+        if (sf_cli_opts_init(&o, argc) < 0)
                 return 1;
         optind = 1;
         opterr = 0;
-        while ((c = getopt_long(argc, argv, "+:c:F:t:h", opts, NULL)) != -1) {
+        while ((c = getopt_long(argc, argv, "+:" SF_CLI_SHORTOPTS, opts, NULL)) != -1) {
                 char err[200];
-                switch (c) {
-                case 'c': file = optarg; break;
-                case 'F': specs[n_specs++] = optarg; break;
-                case 't':
-                        if (sf_duration_parse(optarg, &timeout_ms, err, sizeof err) < 0 || timeout_ms == 0) {
-                                free(specs);
-                                return sf_cli_usage_error("check", "--timeout %s: %s", optarg,
-                                                          timeout_ms ? err : "expected a duration above 0, e.g. 5s");
-                        }
-                        break;
-                case 'h':
-                        free(specs);
+                int r = SF_CLI_NEXT;
+                if (c == OPT_TIMEOUT) {
+                        if (sf_duration_parse(optarg, &timeout_ms, err, sizeof err) < 0 || timeout_ms == 0)
+                                r = sf_cli_usage_error("check", "--timeout %s: %s", optarg,
+                                                       timeout_ms ? err : "expected a duration above 0, e.g. 5s");
+                } else if (c == OPT_LINK_ONLY) {
+                        link_only = true;
+                } else if (c == 'h') {
                         help();
-                        return 0;
-                case ':':
-                        free(specs);
-                        return sf_cli_usage_error("check", "option '%s' needs a value", argv[optind - 1]);
-                default:
-                        free(specs);
-                        return sf_cli_usage_error("check", "unknown option '%s'", argv[optind - 1]);
+                        r = SF_CLI_EXIT_OK;
+                } else {
+                        r = sf_cli_opt("check", c, argv, &o);
+                }
+                if (r != SF_CLI_NEXT) {
+                        sf_cli_opts_free(&o);
+                        return r == SF_CLI_EXIT_OK ? 0 : r;
                 }
         }
         if (optind < argc) {
-                free(specs);
-                return sf_cli_usage_error("check", "unexpected argument '%s'", argv[optind]);
+                /* -t took a duration before it meant --test in every command. */
+                uint64_t ms;
+                char err[200];
+                bool duration = o.test && sf_duration_parse(argv[optind], &ms, err, sizeof err) == 0;
+                sf_cli_opts_free(&o);
+                return sf_cli_usage_error("check", "unexpected argument '%s'%s", argv[optind],
+                                          duration ? " (-t is --test, as in relay and run; the timeout is --timeout DUR)"
+                                                   : "");
         }
 
         char found[PATH_MAX], places[2 * PATH_MAX];
-        if (!file && n_specs == 0)
-                file = sf_confsearch_find(found, sizeof found);
+        if (!o.file && o.n_specs == 0)
+                o.file = sf_confsearch_find(found, sizeof found);
         struct sf_conf conf;
         sf_conf_init(&conf);
-        int status = sf_cli_conf_load(&conf, file, specs, n_specs, 0, NULL);
-        free(specs);
+        int status = sf_cli_conf_load(&conf, &o, false);
+        bool test = o.test;
+        sf_cli_opts_free(&o);
         if (status == 0 && conf.n_forwards == 0) {
                 sf_log_error("nothing to check: give a forward with -F NAME:LISTEN=CONNECT or a config file with a "
                              "[NAME] section (-c FILE; without -c and -F: %s)",
                              sf_confsearch_places(places, sizeof places));
                 status = SF_EX_CONFIG;
         }
-        for (size_t i = 0; status != SF_EX_CONFIG && i < conf.n_forwards; i++) {
-                int r = check_forward(&conf, &conf.forwards[i], timeout_ms);
+        if (status == 0 && test)
+                status = sf_cli_conf_test(&conf);
+        for (size_t i = 0; !test && status != SF_EX_CONFIG && i < conf.n_forwards; i++) {
+                int r = check_forward(&conf, &conf.forwards[i], timeout_ms, link_only);
                 if (r > status)
                         status = r;
         }

@@ -27,16 +27,23 @@ struct relay_main {
 };
 
 static void help(void) {
-        fputs("Usage: sockferry relay [-c FILE] [-F SPEC]... [--user U] [-v|-q]\n"
+        fputs("Usage: sockferry relay [-c FILE] [-F SPEC]... [-u U] [-t] [-v|-q] [--log-format text|json]\n"
               "\n"
               "Run the configured forwards in the foreground until SIGTERM or SIGINT, then drain.\n"
               "\n"
               "  -c, --config FILE   INI configuration (see sockferry.conf(5))\n"
               "  -F, --forward SPEC  NAME:LISTEN=CONNECT[|CONNECT...][,key=value]... (repeatable)\n"
               "  -u, --user U        after binding, run as U (NAME|UID[:GROUP])\n"
+              "  -t, --test          check the configuration, token files and paths, print what would be\n"
+              "                      bound, then exit; binds nothing\n"
               "  -v, --verbose       more log output (repeatable)\n"
               "  -q, --quiet         less log output (repeatable)\n"
-              "  -h, --help          show this help\n",
+              "      --log-format F  text or json (overrides log-format)\n"
+              "  -V, --version       show the version\n"
+              "  -h, --help          show this help\n"
+              "\n"
+              "Exit status: 0 stopped by SIGTERM/SIGINT (or -t: the configuration is good), 1 runtime\n"
+              "failure (a listen path in the way, a port in use), 64 usage, 78 configuration.\n",
               stdout);
 }
 
@@ -71,59 +78,43 @@ static void on_signal(uv_signal_t *s, int signum) {
 }
 
 int sf_cmd_relay(int argc, char **argv) {
-        static const struct option opts[] = {
-                { "config", required_argument, NULL, 'c' }, { "forward", required_argument, NULL, 'F' },
-                { "user", required_argument, NULL, 'u' },   { "verbose", no_argument, NULL, 'v' },
-                { "quiet", no_argument, NULL, 'q' },        { "help", no_argument, NULL, 'h' },
-                {}
-        };
-        const char *file = NULL, *user = NULL;
-        char **specs = calloc((size_t)argc + 1, sizeof *specs);
-        size_t n_specs = 0;
-        int verbose = 0, c;
+        static const struct option opts[] = { SF_CLI_LONGOPTS, { "user", required_argument, NULL, 'u' }, {} };
+        struct sf_cli_opts o;
+        int c;
 
-        if (!specs)
+        if (sf_cli_opts_init(&o, argc) < 0)
                 return 1;
         optind = 1;
         opterr = 0;
-        while ((c = getopt_long(argc, argv, "+c:F:u:vqh", opts, NULL)) != -1) {
-                switch (c) {
-                case 'c': file = optarg; break;
-                case 'F': specs[n_specs++] = optarg; break;
-                case 'u': user = optarg; break;
-                case 'v': verbose++; break;
-                case 'q': verbose--; break;
-                case 'h':
-                        free(specs);
-                        help();
-                        return 0;
-                default:
-                        free(specs);
-                        if (optopt)
-                                return sf_cli_usage_error("relay", "option -%c %s", optopt,
-                                                          strchr("cFu", optopt) ? "needs an argument" : "is unknown");
-                        return sf_cli_usage_error("relay", "unknown or incomplete option '%s'", argv[optind - 1]);
+        while ((c = getopt_long(argc, argv, "+:" SF_CLI_SHORTOPTS "u:", opts, NULL)) != -1) {
+                int r = c == 'h' ? (help(), SF_CLI_EXIT_OK) : sf_cli_opt("relay", c, argv, &o);
+                if (r != SF_CLI_NEXT) {
+                        sf_cli_opts_free(&o);
+                        return r == SF_CLI_EXIT_OK ? 0 : r;
                 }
         }
         if (optind < argc) {
-                free(specs);
+                sf_cli_opts_free(&o);
                 return sf_cli_usage_error("relay", "unexpected argument '%s'", argv[optind]);
         }
 
         char found[PATH_MAX], places[2 * PATH_MAX];
-        if (!file && n_specs == 0)
-                file = sf_confsearch_find(found, sizeof found);
+        if (!o.file && o.n_specs == 0)
+                o.file = sf_confsearch_find(found, sizeof found);
         struct sf_conf conf;
         sf_conf_init(&conf);
-        int status = sf_cli_conf_load(&conf, file, specs, n_specs, verbose, user);
-        free(specs);
+        int status = sf_cli_conf_load(&conf, &o, false);
+        bool test = o.test;
+        sf_cli_opts_free(&o);
         if (status == 0 && conf.n_forwards == 0) {
                 sf_log_error("nothing to relay: give a forward with -F NAME:LISTEN=CONNECT or a config file "
                              "with a [NAME] section (-c FILE; without -c and -F: %s)",
                              sf_confsearch_places(places, sizeof places));
                 status = SF_EX_CONFIG;
         }
-        if (status) {
+        if (status == 0 && test)
+                status = sf_cli_conf_test(&conf);
+        if (status || test) {
                 sf_conf_free(&conf);
                 return status;
         }

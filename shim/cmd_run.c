@@ -20,19 +20,15 @@
 #include "shim/privs.h"
 #include "shim/spawn.h"
 
-/* Runtime failure: at start (a listen path in the way, a port in use), or a relay that
- * cannot serve. */
+/* Runtime failure at start (a listen path in the way, a port in use); once the payload runs,
+ * a relay that cannot serve makes run exit SF_EX_RUN_FAILED instead. */
 #define EX_START 1
 
 struct options {
-        const char *file;
-        char **specs;
-        size_t n_specs;
-        const char *user;
+        struct sf_cli_opts cli;
         const char *preload;
         bool no_preload;
         bool signal_group;
-        int verbose;
         char **cmd;
 };
 
@@ -52,42 +48,46 @@ static void help(void) {
               "\n"
               "Container entrypoint: bind every listen socket, link the aliases, export the\n"
               "environment, then run CMD as an init (signals forwarded, zombies reaped) while\n"
-              "serving the forwards. Exits with CMD's status, or 128+N if signal N killed it.\n"
+              "serving the forwards. Quiet unless something is wrong (-v for more).\n"
               "\n"
               "Options:\n"
               "  -c, --config FILE     configuration file\n"
               "  -F, --forward SPEC    add a forward: NAME:LISTEN=CONNECT[|CONNECT...][,key=value]...\n"
-              "      --user U          run CMD as NAME|UID[:GROUP], with no capabilities\n"
+              "  -u, --user U          run CMD as NAME|UID[:GROUP], with no capabilities\n"
               "      --preload PATH    the preload library to add for aliases\n"
               "      --no-preload      do not add the preload library\n"
               "      --signal-group    send forwarded signals to CMD's process group\n"
-              "  -v, --verbose         more log (repeatable)\n"
-              "  -q, --quiet           less log (repeatable)\n"
+              "  -t, --test            check the configuration, token files and paths, print what would\n"
+              "                        be bound, then exit; binds nothing and runs no CMD (CMD optional)\n"
+              "  -v, --verbose         more log: -v adds info, -vv debug (the default is warnings)\n"
+              "  -q, --quiet           less log (errors only)\n"
+              "      --log-format F    text or json (overrides log-format)\n"
+              "  -V, --version         show the version\n"
               "  -h, --help            show this help\n"
+              "\n"
+              "Exit status: CMD's status, 128+N if signal N killed it, 125 run itself failed after\n"
+              "CMD started (the relay could not serve), 126 CMD cannot be run, 127 CMD not found,\n"
+              "1 failure before CMD started (a listen path in the way, a port in use), 64 usage,\n"
+              "78 configuration (-t: 0 the configuration is good).\n"
               "\n"
               "Example:\n"
               "  ENTRYPOINT [\"sockferry\", \"run\", \"-c\", \"/etc/sockferry.conf\", \"--\"]\n",
               stdout);
 }
 
-/* Returns 0 to go on, -1 after --help, or SF_EX_USAGE. */
+/* Returns 0 to go on, -1 after --help or --version, or SF_EX_USAGE. */
 static int options_parse(int argc, char **argv, struct options *o) {
-        enum { OPT_USER = 256, OPT_PRELOAD, OPT_NO_PRELOAD, OPT_SIGNAL_GROUP };
+        enum { OPT_PRELOAD = 256, OPT_NO_PRELOAD, OPT_SIGNAL_GROUP };
         static const struct option longopts[] = {
-                { "config", required_argument, NULL, 'c' },
-                { "forward", required_argument, NULL, 'F' },
-                { "user", required_argument, NULL, OPT_USER },
+                SF_CLI_LONGOPTS,
+                { "user", required_argument, NULL, 'u' },
                 { "preload", required_argument, NULL, OPT_PRELOAD },
                 { "no-preload", no_argument, NULL, OPT_NO_PRELOAD },
                 { "signal-group", no_argument, NULL, OPT_SIGNAL_GROUP },
-                { "verbose", no_argument, NULL, 'v' },
-                { "quiet", no_argument, NULL, 'q' },
-                { "help", no_argument, NULL, 'h' },
                 {},
         };
 
-        o->specs = calloc((size_t)argc, sizeof *o->specs);
-        if (!o->specs) {
+        if (sf_cli_opts_init(&o->cli, argc) < 0) {
                 sf_log_error("out of memory");
                 return EX_START;
         }
@@ -96,17 +96,8 @@ static int options_parse(int argc, char **argv, struct options *o) {
         int opt;
         /* '+': the first word that is not an option starts CMD, so CMD's own options are
          * never taken for ours even without "--". */
-        while ((opt = getopt_long(argc, argv, "+:c:F:vqh", longopts, NULL)) != -1) {
+        while ((opt = getopt_long(argc, argv, "+:" SF_CLI_SHORTOPTS "u:", longopts, NULL)) != -1) {
                 switch (opt) {
-                case 'c':
-                        o->file = optarg;
-                        break;
-                case 'F':
-                        o->specs[o->n_specs++] = optarg;
-                        break;
-                case OPT_USER:
-                        o->user = optarg;
-                        break;
                 case OPT_PRELOAD:
                         o->preload = optarg;
                         break;
@@ -116,24 +107,21 @@ static int options_parse(int argc, char **argv, struct options *o) {
                 case OPT_SIGNAL_GROUP:
                         o->signal_group = true;
                         break;
-                case 'v':
-                        o->verbose++;
-                        break;
-                case 'q':
-                        o->verbose--;
-                        break;
                 case 'h':
                         help();
                         return -1;
-                case ':':
-                        return sf_cli_usage_error("run", "option '%s' needs a value", argv[optind - 1]);
-                default:
-                        return sf_cli_usage_error("run", "unknown option '%s'", argv[optind - 1]);
+                default: {
+                        int r = sf_cli_opt("run", opt, argv, &o->cli);
+                        if (r == SF_CLI_EXIT_OK)
+                                return -1;
+                        if (r != SF_CLI_NEXT)
+                                return r;
+                }
                 }
         }
         if (o->preload && o->no_preload)
                 return sf_cli_usage_error("run", "--preload and --no-preload contradict each other");
-        if (optind >= argc)
+        if (optind >= argc && !o->cli.test)
                 return sf_cli_usage_error("run", "missing the command to run: sockferry run [OPTIONS] -- CMD [ARG]...");
         o->cmd = argv + optind;
         return 0;
@@ -190,7 +178,7 @@ static int aliases_apply(const struct sf_conf *c, bool have_preload) {
 static void maybe_done(struct run *run) {
         if (!run->relay_stopped || !run->init_finished)
                 return;
-        run->status = run->relay_failed ? EX_START : sf_init_status(run->init);
+        run->status = run->relay_failed ? SF_EX_RUN_FAILED : sf_init_status(run->init);
         sf_init_close(run->init);
         run->init = NULL;
 }
@@ -328,16 +316,23 @@ int sf_cmd_run(int argc, char **argv) {
         struct options o = {};
         int status = options_parse(argc, argv, &o);
         if (status) {
-                free(o.specs);
+                sf_cli_opts_free(&o.cli);
                 return status < 0 ? 0 : status;
         }
 
         struct sf_conf c;
         sf_conf_init(&c);
-        status = sf_cli_conf_load(&c, o.file, o.specs, o.n_specs, o.verbose, o.user);
-        if (status == 0)
+        status = sf_cli_conf_load(&c, &o.cli, true);
+        if (status == 0 && o.cli.test) {
+                char preload[PATH_MAX];
+                if (!o.no_preload && sf_env_preload_wanted(&c) &&
+                    sf_env_preload_find(o.preload, preload, sizeof preload) == -EINVAL)
+                        status = SF_EX_CONFIG;
+                else
+                        status = sf_cli_conf_test(&c);
+        } else if (status == 0)
                 status = run_main(&c, &o);
         sf_conf_free(&c);
-        free(o.specs);
+        sf_cli_opts_free(&o.cli);
         return status;
 }

@@ -25,6 +25,7 @@ static void help(void) {
               "  -c, --config FILE     take the control socket from FILE's control = key\n"
               "      --control PATH    the control socket: PATH, unix:PATH or unix:@NAME\n"
               "  -f, --format FORMAT   text (default), json or prometheus\n"
+              "  -V, --version         show the version\n"
               "  -h, --help            show this help\n"
               "\n"
               "Exit status: 0 ok, 1 the relay could not be asked, 64 usage, 78 configuration.\n",
@@ -102,17 +103,17 @@ int sf_cmd_stats(int argc, char **argv) {
         static const struct option opts[] = {
                 { "config", required_argument, NULL, 'c' }, { "control", required_argument, NULL, OPT_CONTROL },
                 { "format", required_argument, NULL, 'f' }, { "help", no_argument, NULL, 'h' },
-                {}
+                { "version", no_argument, NULL, 'V' },      {}
         };
-        const char *file = NULL, *control = NULL;
+        struct sf_cli_opts o = {};
+        const char *control = NULL;
         enum sf_stats_format fmt = SF_STATS_TEXT;
         int c;
 
         optind = 1;
         opterr = 0;
-        while ((c = getopt_long(argc, argv, "+:c:f:h", opts, NULL)) != -1) {
+        while ((c = getopt_long(argc, argv, "+:c:f:Vh", opts, NULL)) != -1) {
                 switch (c) {
-                case 'c': file = optarg; break;
                 case OPT_CONTROL: control = optarg; break;
                 case 'f':
                         if (sf_stats_format_parse(optarg, &fmt) < 0)
@@ -122,18 +123,19 @@ int sf_cmd_stats(int argc, char **argv) {
                 case 'h':
                         help();
                         return 0;
-                case ':':
-                        return sf_cli_usage_error("stats", "option '%s' needs a value", argv[optind - 1]);
-                default:
-                        return sf_cli_usage_error("stats", "unknown option '%s'", argv[optind - 1]);
+                default: {
+                        int r = sf_cli_opt("stats", c, argv, &o);
+                        if (r != SF_CLI_NEXT)
+                                return r == SF_CLI_EXIT_OK ? 0 : r;
+                }
                 }
         }
         if (optind < argc)
                 return sf_cli_usage_error("stats", "unexpected argument '%s'", argv[optind]);
         char found[PATH_MAX], places[2 * PATH_MAX];
-        if (file && control)
+        if (o.file && control)
                 return sf_cli_usage_error("stats", "give either -c FILE or --control PATH");
-        if (!file && !control && !(file = sf_confsearch_find(found, sizeof found)))
+        if (!o.file && !control && !(o.file = sf_confsearch_find(found, sizeof found)))
                 return sf_cli_usage_error("stats", "give -c FILE or --control PATH (no configuration file at %s)",
                                           sf_confsearch_places(places, sizeof places));
 
@@ -143,11 +145,11 @@ int sf_cmd_stats(int argc, char **argv) {
 
         struct sf_conf conf;
         sf_conf_init(&conf);
-        int status = sf_cli_conf_load(&conf, file, NULL, 0, 0, NULL);
+        int status = sf_cli_conf_load(&conf, &o, false);
         if (status == 0 && !conf.control_set) {
                 sf_log_error("%s: no control socket: add control = unix:/run/sockferry/control.sock to the "
                              "[sockferry] section (and restart the relay), or give --control PATH",
-                             file);
+                             o.file);
                 status = SF_EX_CONFIG;
         }
         if (status == 0)

@@ -1,4 +1,5 @@
 /* sockferry: make a host unix socket usable inside a container. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -22,27 +23,33 @@ static void help(FILE *out) {
               "Make a host unix socket usable inside a container when a bind mount cannot carry it.\n"
               "\n"
               "Commands:\n"
-              "  relay [-c FILE] [-F SPEC]... [--user U] [-v|-q]\n"
+              "  relay [-c FILE] [-F SPEC]... [-u U] [-t] [-v|-q]\n"
               "                      run forwards in the foreground\n"
-              "  run   [-c FILE] [-F SPEC]... [--user U] [--preload PATH|--no-preload] -- CMD [ARG]...\n"
+              "  run   [-c FILE] [-F SPEC]... [-u U] [-t] [--preload PATH|--no-preload] -- CMD [ARG]...\n"
               "                      container entrypoint: bind, then run CMD as an init\n"
               "  keygen [-o FILE] [--force]\n"
               "                      write a new token (64 hex characters, mode 0600)\n"
-              "  check [-c FILE] [-F SPEC]... [--timeout 5s]\n"
+              "  check [-c FILE] [-F SPEC]... [--timeout 5s] [--link-only]\n"
               "                      end-to-end health probe of every forward (HEALTHCHECK)\n"
               "  probe PATH          explain what is at a socket path (exit 0 live ... 4 other)\n"
               "  stats [-c FILE | --control PATH] [--format text|json|prometheus]\n"
               "                      counters of a running relay\n"
+              "  help COMMAND        show a command's help\n"
               "\n"
               "  -F NAME:LISTEN=CONNECT[|CONNECT...][,key=value]...\n"
               "      e.g. -F docker:unix:/run/docker.sock=tcp:host.docker.internal:2375\n"
               "\n"
               "Options:\n"
               "  -h, --help          show this help\n"
-              "  -V, --version       show the version\n"
+              "  -V, --version       show the version (also after any command)\n"
               "\n"
-              "Run 'sockferry COMMAND --help' for a command's options. See sockferry(1).\n",
+              "Exit status: 0 ok, 64 usage; each command's --help lists its own.\n"
+              "Run 'sockferry help COMMAND' for a command's options. See sockferry(1).\n",
               out);
+}
+
+static bool is_version(const char *arg) {
+        return strcmp(arg, "-V") == 0 || strcmp(arg, "--version") == 0;
 }
 
 int main(int argc, char **argv) {
@@ -51,17 +58,29 @@ int main(int argc, char **argv) {
                 return SF_EX_USAGE;
         }
         const char *cmd = argv[1];
-        if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
+        bool want_help = false;
+        if (strcmp(cmd, "help") == 0 && argc == 3) {
+                cmd = argv[2];
+                want_help = true;
+        } else if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
                 help(stdout);
+                return argc == 2 ? 0 : sf_cli_usage_error("help", "expected at most one COMMAND");
+        }
+        /* Every command takes --version; those that parse their own options take it anywhere,
+         * the others (probe PATH, keygen) right after the command's name. */
+        if (is_version(cmd) || (argc == 3 && !want_help && is_version(argv[2]))) {
+                sf_cli_version();
                 return 0;
         }
-        if (strcmp(cmd, "-V") == 0 || strcmp(cmd, "--version") == 0) {
-                printf("sockferry %s\n", SF_VERSION);
-                return 0;
+        for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+                if (strcmp(cmd, commands[i].name) != 0)
+                        continue;
+                if (want_help) {
+                        char *help_argv[] = { argv[2], "--help", NULL };
+                        return commands[i].run(2, help_argv);
+                }
+                return commands[i].run(argc - 1, argv + 1);
         }
-        for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-                if (strcmp(cmd, commands[i].name) == 0)
-                        return commands[i].run(argc - 1, argv + 1);
         fprintf(stderr, "sockferry: unknown command '%s'; run 'sockferry --help' for the list\n", cmd);
         return SF_EX_USAGE;
 }

@@ -216,6 +216,13 @@ Test(handshake, status_round_trip) {
         cr_assert_eq(s, SF_HS_UPSTREAM_UNAVAILABLE);
         cr_assert_str_eq(reason, why);
 
+        /* Reasons go on the wire as ASCII: the em dash of our own messages would arrive as
+         * "???" (issue 16); other non-ASCII characters become one '?' each. */
+        why = "connect unix:/run/x.sock: Connection refused \u2014 is the service running? caf\u00e9 \u2013 \u00b5s";
+        n = sf_hs_status_build(frame, &key, snonce, cnonce, SF_HS_UPSTREAM_UNAVAILABLE, why);
+        cr_assert_eq(sf_hs_status_parse(frame, n, &key, snonce, cnonce, &s, reason), 0);
+        cr_assert_str_eq(reason, "connect unix:/run/x.sock: Connection refused - is the service running? caf? - ?s");
+
         for (int st = SF_HS_OK; st <= SF_HS_BAD_FRAME; st++) {
                 n = sf_hs_status_build(frame, &key, snonce, cnonce, (enum sf_hs_status)st, "x");
                 cr_assert_eq(sf_hs_status_parse(frame, n, &key, snonce, cnonce, &s, reason), 0);

@@ -126,6 +126,16 @@ Test(spec, form_errors) {
         assert_spec_error("a:=unix:/b",
                           "listen: empty endpoint, expected unix:/abs/path, unix:@name, tcp:HOST:PORT, tcp:[V6]:PORT, vsock:CID|host|any:PORT, systemd:NAME or fd:N");
         assert_spec_error("a:/run/a.sock=unix:/b", "listen: /run/a.sock: missing transport, did you mean unix:/run/a.sock?");
+        /* The NAME left out: the transport is there, or the path alone (issue 16). */
+        assert_spec_error("unix:/run/x.sock=unix:/var/run/docker.sock",
+                          "the forward's NAME is missing before the listen endpoint, " SPEC_EXPECTED
+                          ", e.g. -F mysock:unix:/run/x.sock=...");
+        assert_spec_error("/run/x.sock=unix:/var/run/docker.sock",
+                          "the forward's NAME is missing before the listen endpoint, " SPEC_EXPECTED
+                          ", e.g. -F mysock:unix:/run/x.sock=...");
+        assert_spec_error("tcp:127.0.0.1:7777=unix:/var/run/docker.sock",
+                          "the forward's NAME is missing before the listen endpoint, " SPEC_EXPECTED
+                          ", e.g. -F mysock:tcp:127.0.0.1:7777=...");
         assert_spec_error("a:unix:/a=", "connect: empty value, expected one or more endpoints separated by spaces or |");
         assert_spec_error("a:unix:/a=,mode=0600", "connect: empty value, expected one or more endpoints separated by spaces or |");
         assert_spec_error("a:unix:/a=unix:/b|systemd:b",

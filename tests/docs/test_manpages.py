@@ -4,7 +4,7 @@
 Usage: test_manpages.py SOURCE_ROOT
 
 * every long and short option of every `sockferry COMMAND` (struct option arrays and
-  getopt strings of shim/cmd_*.c) is in doc/sockferry.1.scd and in the bash completion;
+  getopt strings of shim/cmd_*.c and the shared ones of shim/cli.h) is in doc/sockferry.1.scd and in the bash completion;
 * every command of shim/main.c is in both;
 * every configuration key (conf/conf.c keys[]) is in doc/sockferry.conf.5.scd;
 * every exit status the CLI defines (SF_EX_* in conf/conf.h, shim/cli.h) is in sockferry(1)'s EXIT STATUS.
@@ -29,11 +29,13 @@ def main():
         tests.append((re.search(rf"\b{cmd}\b", comp.split("commands=")[1].splitlines()[0]) is not None,
                       f"the completion offers the command {cmd}"))
 
-    for src in sorted((root / "shim").glob("cmd_*.c")):
+    # shim/cli.h holds the options relay, run and check share (SF_CLI_LONGOPTS/SHORTOPTS).
+    for src in sorted((root / "shim").glob("cmd_*.c")) + [root / "shim" / "cli.h"]:
         text = src.read_text()
         longs = set(re.findall(r'\{\s*"([a-z][a-z-]*)",\s*(?:required|no|optional)_argument', text))
         shorts = set()
-        for spec in re.findall(r'getopt_long\([^,]+,[^,]+,\s*"([^"]*)"', text):
+        for spec in re.findall(r'getopt_long\([^,]+,[^,]+,\s*"([^"]*)"', text) + \
+                re.findall(r'#define\s+SF_CLI_SHORTOPTS\s+"([^"]*)"', text):
             shorts |= {ch for ch in spec if ch.isalpha()}
         for opt in sorted(longs):
             tests.append((f"*--{opt}*" in man1, f"sockferry(1) documents --{opt} ({src.name})"))

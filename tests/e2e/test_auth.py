@@ -230,6 +230,44 @@ def test_silent_server_is_a_wrong_peer_after_handshake_timeout():
         e.close()
 
 
+def test_auth_token_only_on_the_host_is_named_on_the_container_side():
+    e = Env()
+    plain = Relay(["relay", "-F", "plain:unix:%s/plain.sock=tcp:host.docker.internal:%d" % (e.d, PORT)],
+                  prefix=["ip", "netns", "exec", NS])
+    try:
+        s = connect(e.d + "/plain.sock", timeout=10)
+        try:
+            s.sendall(b"GET / HTTP/1.0\r\n\r\n")
+            data = recv_all(s)
+        except (BrokenPipeError, ConnectionResetError):
+            data = b""
+        s.close()
+        # the host relay's greeting used to reach the client as data (curl: "Received HTTP/0.9")
+        assert b"SFRY" not in data, data
+        wait_for(lambda: "is a sockferry relay with auth = token" in plain.text(), timeout=10,
+                 what="the diagnosis in the container log")
+        assert "wrong peer: tcp:host.docker.internal:%d is a sockferry relay with auth = token (it sent the "\
+            "sockferry/1 greeting), and this forward has auth = none: set auth = token and token-file (the same "\
+            "token as that relay's) in [plain] here" % PORT in plain.text(), plain.text()
+    finally:
+        plain.stop()
+        e.close()
+
+
+def test_auth_token_only_in_the_container_names_both_causes():
+    e = Env(host_relay=False, cont_extra=",handshake-timeout=500ms")
+    host = Relay(["relay", "-F", "host:tcp:%s:%d=unix:%s/service.sock,allow-insecure=yes" % (HOST_IP, PORT, e.d)])
+    try:
+        client_fails_with(e, "sent nothing within 500ms")
+        text = e.cont.text()
+        assert "wrong peer: tcp:host.docker.internal:%d sent nothing within 500ms: it may be a plain TCP service "\
+            "(then auth = none here) or, the usual case, a sockferry relay with auth = none: set auth = token and "\
+            "the same token-file on that relay" % PORT in text, text
+    finally:
+        host.stop()
+        e.close()
+
+
 def test_host_relay_down_is_reported_promptly():
     e = Env(host_relay=False, service=None)
     try:
@@ -247,6 +285,9 @@ def test_host_upstream_down_reason_travels_in_the_status_frame():
         text = e.cont.text()
         assert "upstream unavailable: the host relay at tcp:host.docker.internal:%d could not reach its upstream: "\
             "connect unix:%s/service.sock: No such file or directory" % (PORT, e.d) in text, text
+        # the host's hint crosses the link readably: its em dash was "???" on the container side
+        assert "No such file or directory - is the service running, and is the path right?" in text, text
+        assert "???" not in text, text
     finally:
         e.close()
 

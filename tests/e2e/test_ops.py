@@ -172,11 +172,21 @@ def check(*args):
 def test_check_ok_through_an_authenticated_link():
     ln = Link()
     try:
+        # nothing listens on the forward's own socket: clients would fail, so check does too
         rc, out, err = check("-F", ln.spec())
+        assert rc == 1, (rc, out, err)
+        assert re.fullmatch(r"c: FAIL listen unix:%s/c\.sock is missing: the relay for this forward is not running "
+                            r"\(sockferry probe %s/c\.sock says more; --link-only checks the link alone\); the link: "
+                            r"OK \(tcp:127\.0\.0\.1:%d, upstream answers, \d+ ms\)\n" % (ln.d, ln.d, ln.port), out), out
+        # --link-only asks for the link alone: then it is a warning
+        rc, out, err = check("--link-only", "-F", ln.spec())
         assert rc == 0, (rc, out, err)
         assert re.fullmatch(r"c: OK \(tcp:127\.0\.0\.1:%d, upstream answers, \d+ ms\)\n" % ln.port, out), out
-        # nothing listens on the forward's own socket: said, but not a failure
         assert "warning" in err and "is missing" in err and "relay for this forward is not running" in err, err
+        # -t checks the configuration and connects nowhere
+        rc, out, err = check("-t", "-F", ln.spec())
+        assert rc == 0 and out == "c: listen unix:%s/c.sock -> connect tcp:127.0.0.1:%d, auth = token (token-file %s)\n" \
+            "configuration OK: 1 forward, nothing bound\n" % (ln.d, ln.port, ln.token), (rc, out, err)
         # with the container-side relay running the warning goes away
         cont = Relay(["relay", "-F", ln.spec()])
         try:
@@ -195,26 +205,26 @@ def test_check_plain_words_for_each_failure():
     banner = Server("banner", "tcp:127.0.0.1:%d" % banner_port)
     silent = Server("silent", "tcp:127.0.0.1:%d" % silent_port)
     try:
-        rc, out, _ = check("-F", ln.spec(token=other))
+        rc, out, _ = check("--link-only", "-F", ln.spec(token=other))
         assert rc == 1 and out.startswith("c: FAIL auth rejected: tcp:127.0.0.1:%d" % ln.port) and other in out, out
 
-        rc, out, _ = check("-F", "b:unix:%s/b.sock=tcp:127.0.0.1:%d,auth=token,token-file=%s"
+        rc, out, _ = check("--link-only", "-F", "b:unix:%s/b.sock=tcp:127.0.0.1:%d,auth=token,token-file=%s"
                            % (ln.d, banner_port, ln.token))
         assert rc == 1 and 'b: FAIL wrong peer' in out and '"SSH-2.0-OpenSSH_9.2p1' in out, out
 
         start = time.monotonic()
-        rc, out, _ = check("--timeout", "500ms", "-F", "s:unix:%s/s.sock=tcp:127.0.0.1:%d,auth=token,token-file=%s"
+        rc, out, _ = check("--link-only", "--timeout", "500ms", "-F", "s:unix:%s/s.sock=tcp:127.0.0.1:%d,auth=token,token-file=%s"
                            % (ln.d, silent_port, ln.token))
         assert rc == 1 and "sent nothing within 500ms" in out, out
         assert time.monotonic() - start < 3, "the timeout was not kept"
 
-        rc, out, _ = check("-F", "d:unix:%s/d.sock=tcp:127.0.0.1:%d,auth=token,token-file=%s"
+        rc, out, _ = check("--link-only", "-F", "d:unix:%s/d.sock=tcp:127.0.0.1:%d,auth=token,token-file=%s"
                            % (ln.d, dead_port, ln.token))
         assert rc == 1 and "d: FAIL connect tcp:127.0.0.1:%d: Connection refused" % dead_port in out, out
 
         ln.srv.stop()
         ln.srv = None
-        rc, out, _ = check("-F", ln.spec())
+        rc, out, _ = check("--link-only", "-F", ln.spec())
         assert rc == 1 and "c: FAIL upstream unavailable: the host relay at tcp:127.0.0.1:%d could not reach its " \
             "upstream: connect unix:%s/service.sock" % (ln.port, ln.d) in out, out
 
@@ -224,7 +234,7 @@ def test_check_plain_words_for_each_failure():
         vs.listen(1)
         vport = vs.getsockname()[1]
         rc = None
-        p = subprocess.Popen([os.environ.get("SOCKFERRY", "sockferry"), "check", "-F",
+        p = subprocess.Popen([os.environ.get("SOCKFERRY", "sockferry"), "check", "--link-only", "-F",
                               "v:unix:%s/v.sock=tcp:127.0.0.1:%d,auth=token,token-file=%s" % (ln.d, vport, ln.token)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         c, _ = vs.accept()
@@ -247,15 +257,18 @@ def test_check_several_forwards_and_candidates_exit_status():
         good = "good:unix:%s/g.sock=unix:%s/svc.sock" % (d, d)
         fallback = "fb:unix:%s/f.sock=tcp:127.0.0.1:%d|unix:%s/svc.sock" % (d, dead, d)
         bad = "bad:unix:%s/b.sock=unix:%s/nothing.sock" % (d, d)
-        rc, out, err = check("-F", good, "-F", fallback)
+        rc, out, err = check("--link-only", "-F", good, "-F", fallback)
         assert rc == 0, (rc, out, err)
         lines = out.splitlines()
         assert len(lines) == 2 and lines[0].startswith("good: OK (unix:%s/svc.sock, connected" % d), out
         assert lines[1].startswith("fb: OK (unix:%s/svc.sock" % d), out
-        rc, out, err = check("-F", good, "-F", bad)
+        rc, out, err = check("--link-only", "-F", good, "-F", bad)
         assert rc == 1 and "good: OK" in out and "bad: FAIL connect unix:%s/nothing.sock: No such file" % d in out, out
         # usage and configuration errors
         assert check("--timeout", "soon", "-F", good)[0] == 64
+        rc, _, err = check("-t", "5s", "-F", good)
+        assert rc == 64 and "unexpected argument '5s' (-t is --test, as in relay and run; the timeout is " \
+            "--timeout DUR)" in err, (rc, err)
         assert check("extra")[0] == 64
         assert check()[0] == 78
         assert check("-F", "x:unix:%s/x.sock=tcp:127.0.0.1:1,auth=token,token-file=%s/none" % (d, d))[0] == 78
@@ -265,6 +278,84 @@ def test_check_several_forwards_and_candidates_exit_status():
 
 
 # ---- stats and the control socket --------------------------------------------------------
+
+def test_relay_test_mode_binds_nothing():
+    d = tmpdir()
+    try:
+        token = keygen(d)
+        port = free_port()
+        spec = "c:unix:%s/c.sock=tcp:localhost:%d|unix:%s/svc.sock,auth=token,token-file=%s" % (d, port, d, token)
+        for flag in ("-t", "--test"):
+            rc, out, err = run_sockferry(["relay", flag, "-F", spec, "-F", "h:tcp:127.0.0.1:%d=unix:%s/svc.sock" % (port, d)])
+            assert rc == 0, (rc, out, err)
+            assert out == ("c: listen unix:%s/c.sock -> connect tcp:localhost:%d (127.0.0.1) | unix:%s/svc.sock, "
+                           "auth = token (token-file %s)\n"
+                           "h: listen tcp:127.0.0.1:%d -> connect unix:%s/svc.sock, auth = none\n"
+                           "configuration OK: 2 forwards, nothing bound\n" % (d, port, d, token, port, d)), out
+            assert not os.path.exists(d + "/c.sock")
+            s = socket.socket()
+            assert s.connect_ex(("127.0.0.1", port)) != 0, "-t bound the TCP port"
+            s.close()
+        # a token file that cannot be used and a name that does not resolve here
+        rc, out, err = run_sockferry(["relay", "-t", "-F", "c:unix:%s/c.sock=tcp:nosuch.invalid:1,auth=token,token-file=%s/none"
+                                      % (d, d)])
+        assert rc == 78 and "cannot open token file %s/none" % d in err, (rc, out, err)
+        assert "connect tcp:nosuch.invalid:1: nosuch.invalid does not resolve here" in err, err
+        assert "configuration OK" not in out, out
+    finally:
+        shutil.rmtree(d)
+
+
+def test_cli_conventions_across_commands():
+    version = run_sockferry(["--version"])[1]
+    assert re.fullmatch(r"sockferry \S+\n", version), version
+    for args in (["relay", "--version"], ["run", "-V"], ["check", "-c", "/nonexistent", "-V"], ["stats", "--version"],
+                 ["probe", "--version"], ["keygen", "-V"]):
+        rc, out, err = run_sockferry(args)
+        assert rc == 0 and out == version, (args, rc, out, err)
+    for cmd in ("relay", "run", "check", "stats", "probe"):
+        rc, out, _ = run_sockferry(["help", cmd])
+        assert rc == 0 and out == run_sockferry([cmd, "--help"])[1], cmd
+        assert "Exit status" in out, "%s --help lists no exit status" % cmd
+        rc, out, err = run_sockferry([cmd, "--bogus"] + (["--", "true"] if cmd == "run" else []))
+        assert rc == 64 and err.startswith("sockferry %s: unknown option '--bogus'" % cmd), (cmd, rc, err)
+    for cmd in ("relay", "run", "check"):
+        rc, _, err = run_sockferry([cmd, "-vZ"])
+        assert rc == 64 and err.startswith("sockferry %s: unknown option '-Z'\n" % cmd), (cmd, rc, err)
+        rc, _, err = run_sockferry([cmd, "-c"])
+        assert rc == 64 and err.startswith("sockferry %s: option '-c' needs a value\n" % cmd), (cmd, rc, err)
+        rc, _, err = run_sockferry([cmd, "--log-format", "xml"])
+        assert rc == 64 and "--log-format xml: expected text or json" in err, (cmd, rc, err)
+        rc, _, err = run_sockferry([cmd, "--log-format", "json", "-F", "x"] + (["--", "true"] if cmd == "run" else []))
+        assert rc == 78 and json.loads(err.splitlines()[0])["level"] == "error", (cmd, rc, err)
+
+
+def test_journal_priority_prefixes():
+    d = tmpdir()
+    try:
+        with open(d + "/err", "wb") as f:
+            st = os.fstat(f.fileno())
+            journal = {"JOURNAL_STREAM": "%d:%d" % (st.st_dev, st.st_ino)}
+            p = subprocess.run([os.environ.get("SOCKFERRY", "sockferry"), "relay", "-v", "-t", "-F",
+                                "c:unix:%s/c.sock=tcp:nosuch.invalid:1" % d, "-F", "x"], stderr=f,
+                               stdout=subprocess.DEVNULL, env=dict(os.environ, **journal), timeout=20)
+        err = open(d + "/err").read()
+        assert p.returncode == 78, err
+        assert err.startswith("<3>sockferry error: -F 'x': missing ':'"), err
+        # stderr elsewhere than the stream JOURNAL_STREAM names: an inherited variable, ignored
+        rc, _, err = run_sockferry(["relay", "-F", "x"], env=journal)
+        assert rc == 78 and re.match(r"\d{4}-\d\d-\d\dT[\d:.]+Z sockferry error: ", err), err
+        with open(d + "/err", "wb") as f:
+            st = os.fstat(f.fileno())
+            journal = {"JOURNAL_STREAM": "%d:%d" % (st.st_dev, st.st_ino)}
+            subprocess.run([os.environ.get("SOCKFERRY", "sockferry"), "relay", "-v", "-t", "-F",
+                            "c:unix:%s/c.sock=tcp:nosuch.invalid:1" % d], stderr=f, stdout=subprocess.DEVNULL,
+                           env=dict(os.environ, **journal), timeout=20)
+        err = open(d + "/err").read()
+        assert err.startswith("<4>sockferry warn [c]: connect tcp:nosuch.invalid:1"), err
+    finally:
+        shutil.rmtree(d)
+
 
 def test_stats_counters_agree_with_reality():
     d = tmpdir()
@@ -633,7 +724,7 @@ def test_vsock_denied_by_seccomp_points_to_tcp():
         assert p.returncode == 1, (p.returncode, err)
         assert "AF_VSOCK sockets are denied here" in err and "seccomp" in err and "tcp:" in err, err
 
-        p = subprocess.run([DENY_VSOCK, sf, "check", "-F", "v:unix:%s/v.sock=vsock:host:%d" % (d, port)],
+        p = subprocess.run([DENY_VSOCK, sf, "check", "--link-only", "-F", "v:unix:%s/v.sock=vsock:host:%d" % (d, port)],
                            capture_output=True, timeout=20)
         out = p.stdout.decode()
         assert p.returncode == 1 and "v: FAIL connect vsock:host:%d: AF_VSOCK sockets are denied" % port in out \
@@ -682,6 +773,9 @@ if __name__ == "__main__":
         test_check_ok_through_an_authenticated_link,
         test_check_plain_words_for_each_failure,
         test_check_several_forwards_and_candidates_exit_status,
+        test_relay_test_mode_binds_nothing,
+        test_cli_conventions_across_commands,
+        test_journal_priority_prefixes,
         test_stats_counters_agree_with_reality,
         test_stats_errors_land_in_the_right_counter,
         test_control_socket_rejects_bad_requests_and_stays_healthy,

@@ -4,7 +4,8 @@
 Usage: test_example_conf.py --config FILE --sockferry BINARY
 
 The example's paths and port are moved into a temporary tree (token made by keygen, a free
-loopback port), then `sockferry relay -c` must load it, bind every forward and report ready;
+loopback port), then `sockferry relay -t -c` (the check the example names) must pass and
+bind nothing, and `sockferry relay -c` must load it, bind every forward and report ready;
 SIGTERM must stop it with status 0.
 """
 import argparse
@@ -46,6 +47,14 @@ def main():
         text = text.replace("tcp:127.0.0.1:7777", f"tcp:127.0.0.1:{free_port()}")
         conf = tmp / "sockferry.conf"
         conf.write_text(text)
+        # The example's own "Check it with" line: the test mode binds nothing and exits 0.
+        check_line = re.search(r"^;\s+(sockferry relay -t -c FILE)\s", pathlib.Path(a.config).read_text(), flags=re.M)
+        t = subprocess.run([a.sockferry, "relay", "-t", "-c", str(conf)], capture_output=True, text=True, timeout=20)
+        results.append((check_line is not None and t.returncode == 0
+                        and "configuration OK: 2 forwards, nothing bound" in t.stdout
+                        and not (tmp / "run").exists(),
+                        "the example's check line (sockferry relay -t -c FILE) passes and binds nothing",
+                        f"line {check_line}, status {t.returncode}\n{t.stdout}{t.stderr}"))
         p = subprocess.Popen([a.sockferry, "relay", "-c", str(conf)], stderr=subprocess.PIPE, text=True)
         err = ""
         deadline = time.time() + 10

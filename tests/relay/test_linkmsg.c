@@ -37,6 +37,39 @@ Test(linkmsg, wrong_peer_quotes_the_banner) {
         cr_assert(strstr(out, "it sent \"\\x16\\x03\\x01\""), "%s", out);
 }
 
+/* auth = token only on the host: the container side (auth = none) gets the host relay's
+ * greeting as the upstream's first bytes (issue 16). */
+Test(linkmsg, greeting_where_auth_none_names_the_fix) {
+        char out[512];
+        uint8_t hello[SF_HS_HELLO_LEN];
+        uint8_t nonce[SF_HS_NONCE_LEN] = { 0 };
+        sf_hs_hello_build(hello, nonce);
+        cr_assert(sf_link_greeting_unexpected(hello, sizeof hello, "tcp:host.docker.internal:7777", "docker", out,
+                                              sizeof out));
+        cr_assert_str_eq(out, "wrong peer: tcp:host.docker.internal:7777 is a sockferry relay with auth = token (it "
+                              "sent the sockferry/1 greeting), and this forward has auth = none: set auth = token and "
+                              "token-file (the same token as that relay's) in [docker] here; the connection was "
+                              "closed so the greeting does not reach the client as data");
+        /* another version is still a relay; the magic alone, or other bytes, are not judged */
+        cr_assert(sf_link_greeting_unexpected((const uint8_t *)"SFRY\x02", 5, "tcp:h:1", "d", out, sizeof out));
+        cr_assert(strstr(out, "sockferry/2 greeting"), "%s", out);
+        cr_assert_not(sf_link_greeting_unexpected((const uint8_t *)"SFRY", 4, "tcp:h:1", "d", out, sizeof out));
+        cr_assert_not(sf_link_greeting_unexpected((const uint8_t *)"HTTP/1.1 200 OK\r\n", 17, "tcp:h:1", "d", out,
+                                                  sizeof out));
+        cr_assert_not(sf_link_greeting_unexpected(NULL, 0, "tcp:h:1", "d", out, sizeof out));
+}
+
+/* auth = token only in the container: the host relay (auth = none) waits for its client and
+ * sends nothing. The usual fix is on the host relay; both causes are named (issue 16). */
+Test(linkmsg, silence_names_both_causes) {
+        char out[512];
+        cr_assert_eq(sf_link_hello_timeout(5000, "tcp:host.docker.internal:7777", out, sizeof out), SF_LINK_WRONG_PEER);
+        cr_assert_str_eq(out, "wrong peer: tcp:host.docker.internal:7777 sent nothing within 5000ms: it may be a plain "
+                              "TCP service (then auth = none here) or, the usual case, a sockferry relay with auth = "
+                              "none: set auth = token and the same token-file on that relay (one with auth = token "
+                              "greets at once)");
+}
+
 Test(linkmsg, vsock_denied_points_to_tcp) {
         struct sf_endpoint ep;
         char out[512];

@@ -223,7 +223,7 @@ def test_env_unix_url(c):
 
 
 def test_env_overrides_an_existing_variable_and_says_so(c):
-    rc, out, log = c.run(["run", "-F", c.forward(",env=X_SOCK"), "--"] + py(PRINT_ENV), env={"X_SOCK": "/old"})
+    rc, out, log = c.run(["run", "-v", "-F", c.forward(",env=X_SOCK"), "--"] + py(PRINT_ENV), env={"X_SOCK": "/old"})
     expect(rc == 0, "exit status %d" % rc, log)
     expect(env_lines(out)["X_SOCK"] == c.listen, "X_SOCK is %r" % env_lines(out).get("X_SOCK"), log)
     expect("overriding X_SOCK=/old" in log, "the override is not in the log", log)
@@ -240,7 +240,7 @@ def test_alias_missing_becomes_a_link(c):
 
 
 def test_alias_empty_directory_becomes_a_link(c):
-    rc, out, log = c.run(["run", "--no-preload", "-F", c.forward(",alias=" + c.alias), "--"]
+    rc, out, log = c.run(["run", "-v", "--no-preload", "-F", c.forward(",alias=" + c.alias), "--"]
                          + py(CONNECT_NOW) + [c.alias], bind_alias=False)
     expect(rc == 0 and "echo:ping" in out, "rc %d, payload said %r" % (rc, out), log)
     expect(os.path.islink(c.alias) and os.readlink(c.alias) == c.listen, "alias was not replaced by a link", log)
@@ -253,7 +253,7 @@ def test_alias_mount_point_is_left_for_the_preload_map(c):
     code = PRINT_ENV + ("print('ISDIR=%s' % os.path.isdir(ALIAS))\n"
                         "print('ISMOUNT=%s' % any(l.split()[4] == ALIAS for l in open('/proc/self/mountinfo')))\n")
     code = "ALIAS = %r\n" % c.alias + code
-    rc, out, log = c.run(["run", "--preload", lib, "-F", c.forward(",alias=" + c.alias), "--"] + py(code))
+    rc, out, log = c.run(["run", "-v", "--preload", lib, "-F", c.forward(",alias=" + c.alias), "--"] + py(code))
     env = env_lines(out)
     expect(rc == 0, "exit status %d" % rc, log)
     expect(env["ISDIR"] == "True" and env["ISMOUNT"] == "True", "the mount point was touched: %r" % env, log)
@@ -267,7 +267,7 @@ def test_alias_live_socket_is_left_alone(c):
     os.rmdir(c.alias)
     live = Echo(c.alias)
     try:
-        rc, out, log = c.run(["run", "--no-preload", "-F", c.forward(",alias=" + c.alias), "--"]
+        rc, out, log = c.run(["run", "-v", "--no-preload", "-F", c.forward(",alias=" + c.alias), "--"]
                              + py(CONNECT_NOW) + [c.alias], bind_alias=False)
     finally:
         live.close()
@@ -313,7 +313,7 @@ def test_preload_found_in_the_build_tree(c):
     # The payload only prints; a sanitizer build of the library may refuse to load into it,
     # so the log line is what counts.
     env = {"SOCKFERRY_PRELOAD": "", "ASAN_OPTIONS": "verify_asan_link_order=0"}
-    rc, out, log = c.run(["run", "-F", c.forward(",alias=" + c.alias), "--", "true"], env=env)
+    rc, out, log = c.run(["run", "-v", "-F", c.forward(",alias=" + c.alias), "--", "true"], env=env)
     expect("preload: %s added to LD_PRELOAD" % os.path.realpath(built) in log, "not the build tree's library", log)
 
 
@@ -367,6 +367,39 @@ def test_exit_status_is_the_payloads(c):
         expect(rc == status, "exit status %d, expected %d" % (rc, status), log)
 
 
+def test_own_failure_after_the_payload_started_is_125(c):
+    # A control socket path with a regular file in the way fails once the payload runs.
+    ctl = c.path("ctl")
+    open(ctl, "w").close()
+    conf = c.path("c.conf")
+    with open(conf, "w") as f:
+        f.write("[sockferry]\ncontrol = unix:%s\n[broker]\nlisten = unix:%s\nconnect = unix:%s\n"
+                % (ctl, c.listen, c.upstream))
+    rc, out, log = c.run(["run", "-c", conf, "--", "/bin/sh", "-c", "sleep 20; exit 1"])
+    expect(rc == 125, "exit status %d, expected 125 (run itself failed, not the payload)" % rc, log)
+    expect("the relay cannot serve; stopping the payload" in log, "the log does not say why", log)
+
+
+def test_quiet_by_default_verbose_for_info(c):
+    rc, out, log = c.run(["run", "-F", c.forward(), "--", "true"])
+    expect(rc == 0 and log == "", "rc %d, expected 0 and no log by default" % rc, log)
+    rc, out, log = c.run(["run", "-v", "-F", c.forward(), "--", "true"])
+    expect(rc == 0 and "sockferry info [broker]: listening on unix:%s" % c.listen in log,
+           "rc %d, -v did not log the info lines" % rc, log)
+
+
+def test_test_mode_binds_nothing_and_runs_nothing(c):
+    marker = c.path("started")
+    rc, out, log = c.run(["run", "-t", "-F", c.forward(), "--", "touch", marker])
+    expect(rc == 0, "exit status %d, expected 0" % rc, log)
+    expect("broker: listen unix:%s -> connect unix:%s, auth = none\n" % (c.listen, c.upstream) in out
+           and "configuration OK: 1 forward, nothing bound" in out, "-t did not say what would be bound: %r" % out, log)
+    expect(not os.path.exists(marker) and not os.path.exists(c.listen), "-t started the payload or bound", log)
+    # CMD is optional with -t; a token file that cannot be used is a configuration error
+    rc, out, log = c.run(["run", "--test", "-F", c.forward(",auth=token,token-file=" + c.path("no.token"))])
+    expect(rc == 78 and "cannot open token file %s" % c.path("no.token") in log, "rc %d" % rc, log)
+
+
 def test_killed_by_signal_is_128_plus_n(c):
     rc, out, log = c.run(["run", "--", "/bin/sh", "-c", "kill -KILL $$"])
     expect(rc == 137, "exit status %d, expected 137" % rc, log)
@@ -381,8 +414,14 @@ def test_exec_failures(c):
     notexec = c.path("notexec")
     open(notexec, "w").close()
     os.chmod(notexec, 0o644)
+    # No executable format: execvp(3) hands the file to /bin/sh, which fails on its first line.
+    badelf = c.path("badelf")
+    with open(badelf, "wb") as f:
+        f.write(b"\x7fELF\x02\x01\x01garbage\n")
+    os.chmod(badelf, 0o755)
     cases = [
         (["no-such-command-sf"], 127, "command not found"),
+        ([badelf], 127, "not found"),
         ([c.path("missing")], 127, "no such file"),
         ([notexec], 126, "permission denied"),
         ([c.dir], 126, "permission denied"),
