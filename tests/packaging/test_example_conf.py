@@ -50,11 +50,11 @@ def main():
         # The example's own "Check it with" line: the test mode binds nothing and exits 0.
         check_line = re.search(r"^;\s+(sockferry relay -t -c FILE)\s", pathlib.Path(a.config).read_text(), flags=re.M)
         t = subprocess.run([a.sockferry, "relay", "-t", "-c", str(conf)], capture_output=True, text=True, timeout=20)
-        results.append((check_line is not None and t.returncode == 0
-                        and "configuration OK: 2 forwards, nothing bound" in t.stdout
-                        and not (tmp / "run").exists(),
-                        "the example's check line (sockferry relay -t -c FILE) passes and binds nothing",
-                        f"line {check_line}, status {t.returncode}\n{t.stdout}{t.stderr}"))
+        check(check_line is not None and t.returncode == 0
+              and "configuration OK: 2 forwards, nothing bound" in t.stdout
+              and not (tmp / "run").exists(),
+              "the example's check line (sockferry relay -t -c FILE) passes and binds nothing",
+              f"line {check_line}, status {t.returncode}\n{t.stdout}{t.stderr}")
         p = subprocess.Popen([a.sockferry, "relay", "-c", str(conf)], stderr=subprocess.PIPE, text=True)
         err = ""
         deadline = time.time() + 10
