@@ -8,6 +8,7 @@ pkgs=(
         systemd scdoc gnuplot-nox
         libseccomp-dev binutils
         dpkg-dev debhelper lintian fakeroot rpm
+        cmake # tests/sandbox/ci-stage.sh: libuv 1.50 from trixie's source package (dpkg-dev above)
 )
 missing=()
 for p in "${pkgs[@]}"; do

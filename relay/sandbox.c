@@ -250,7 +250,7 @@ static void on_sigsys(int sig, siginfo_t *info, void *context) {
 
 static void report_refused(uv_prepare_t *h) {
         (void)h;
-        if (!atomic_exchange(&refused_new, false))
+        if (!atomic_load(&refused_new) || !atomic_exchange(&refused_new, false))
                 return;
         for (unsigned w = 0; w < REFUSED_MAX / WORD_BITS; w++) {
                 unsigned long fresh = atomic_load(&refused[w]) & ~logged[w];
@@ -304,7 +304,7 @@ int sf_sandbox_apply(uv_loop_t *loop) {
                 return -ENOTSUP;
         }
 #ifdef SET_RETURN
-        struct sigaction sa = { .sa_sigaction = on_sigsys, .sa_flags = SA_SIGINFO | SA_NODEFER };
+        struct sigaction sa = { .sa_sigaction = on_sigsys, .sa_flags = SA_SIGINFO };
         sigemptyset(&sa.sa_mask);
         if (sigaction(SIGSYS, &sa, NULL) < 0) {
                 int e = errno;
