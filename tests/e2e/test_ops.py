@@ -797,7 +797,7 @@ def test_control_socket_refuses_other_users():
            "        if not b:\n"
            "            break\n"
            "        out += b\n"
-           "except ConnectionResetError:\n"
+           "except (BrokenPipeError, ConnectionResetError):\n"
            "    pass\n"
            "sys.stdout.write(out.decode() or 'closed')\n" % name)
     python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
