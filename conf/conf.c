@@ -1,12 +1,15 @@
 #include "conf/conf.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <ini.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "conf/value.h"
 
@@ -18,6 +21,10 @@
 /* Messages quote at most this much of a -F argument or a path, so that the log line (2 KiB)
  * still has room for what was wrong. */
 #define QUOTE_MAX 512
+/* A config file is a few kilobytes: anything beyond these is not one (or a hostile one), and
+ * reading it must not cost more memory or time than this. */
+#define CONF_FILE_MAX (1024 * 1024)
+#define CONF_LINE_MAX 4096
 
 /* connect candidates are separated by whitespace or '|' (the -F form cannot use spaces
  * comfortably); allow-uid/allow-gid also take ',' in the file, as names never contain one. */
@@ -511,8 +518,8 @@ struct loader {
         struct sf_conf *conf;
         const char *path;
         FILE *f;
-        char *buf;
-        size_t buf_size;
+        char buf[CONF_LINE_MAX + 1];
+        size_t bytes; /* read so far, at most CONF_FILE_MAX */
         unsigned line;
         /* The current line went to inih as key = value; it stays set unless the handler
          * sees it, which means inih found no key in it. */
@@ -663,16 +670,47 @@ static char *read_line(char *str, int num, void *stream) {
         l->pending = false;
         if (l->error)
                 return NULL;
+        /* A line is read up to CONF_LINE_MAX bytes; the rest of a longer one is skipped, and
+         * the whole file is read up to CONF_FILE_MAX bytes. */
+        size_t n = 0, skipped = 0;
+        bool nul = false, capped = false;
+        int ch = EOF;
         errno = 0;
-        ssize_t n = getline(&l->buf, &l->buf_size, l->f);
-        if (n < 0) {
-                if (ferror(l->f))
-                        l->error = errno ? -errno : -EIO;
+        for (;;) {
+                if (l->bytes >= CONF_FILE_MAX) {
+                        capped = true;
+                        break;
+                }
+                if ((ch = getc(l->f)) == EOF)
+                        break;
+                l->bytes++;
+                if (n < CONF_LINE_MAX)
+                        l->buf[n++] = (char)ch;
+                else
+                        skipped++;
+                nul |= ch == '\0';
+                if (ch == '\n')
+                        break;
+        }
+        if (ch == EOF && ferror(l->f)) {
+                l->error = errno ? -errno : -EIO;
                 return NULL;
         }
+        if (capped && getc(l->f) != EOF) {
+                l->error = -EFBIG;
+                return NULL;
+        }
+        if (n == 0)
+                return NULL;
+        l->buf[n] = '\0';
         l->line++;
         char *s = l->buf;
-        if ((size_t)n != strlen(s)) {
+        if (skipped) {
+                loader_error(l, false, NULL, "line is longer than %d bytes, expected a short key = value line",
+                             CONF_LINE_MAX);
+                return blank_line(str);
+        }
+        if (nul) {
                 loader_error(l, false, NULL, "line contains a NUL byte, expected text");
                 return blank_line(str);
         }
@@ -706,6 +744,42 @@ void sf_conf_init(struct sf_conf *c) {
         c->seccomp = true;
 }
 
+static const char *file_kind(mode_t mode) {
+        switch (mode & S_IFMT) {
+        case S_IFDIR: return "a directory";
+        case S_IFIFO: return "a FIFO (named pipe)";
+        case S_IFCHR: return "a character device";
+        case S_IFBLK: return "a block device";
+        case S_IFSOCK: return "a socket";
+        default: return "not a regular file";
+        }
+}
+
+/* Opens a config file: a regular file of at most CONF_FILE_MAX bytes. O_NONBLOCK keeps open()
+ * from waiting for a writer on a FIFO; the type is checked on the open fd, not by name. */
+static int open_regular(const char *path, FILE **out) {
+        struct stat st;
+        int r = 0, fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+        if (fd < 0 || fstat(fd, &st) < 0) {
+                r = -errno;
+                sf_log_error("%s: cannot read config: %s", path, strerror(-r));
+        } else if (!S_ISREG(st.st_mode)) {
+                r = S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+                sf_log_error("%s: cannot read config: it is %s, expected a regular file", path,
+                             file_kind(st.st_mode));
+        } else if (st.st_size > CONF_FILE_MAX) {
+                r = -EFBIG;
+                sf_log_error("%s: cannot read config: %lld bytes, expected a config file of at most %d bytes", path,
+                             (long long)st.st_size, CONF_FILE_MAX);
+        } else if (fcntl(fd, F_SETFL, O_RDONLY) < 0 || !(*out = fdopen(fd, "r"))) {
+                r = -errno;
+                sf_log_error("%s: cannot read config: %s", path, strerror(-r));
+        }
+        if (r < 0 && fd >= 0)
+                close(fd);
+        return r;
+}
+
 int sf_conf_load(struct sf_conf *c, const char *path) {
         struct loader l = { .conf = c, .path = path };
         int r;
@@ -714,19 +788,21 @@ int sf_conf_load(struct sf_conf *c, const char *path) {
                 sf_log_error("%.*s...: cannot read config: %s", QUOTE_MAX, path, strerror(ENAMETOOLONG));
                 return -ENAMETOOLONG;
         }
-        l.f = fopen(path, "re");
-        if (!l.f) {
-                r = -errno;
-                sf_log_error("%s: cannot read config: %s", path, strerror(-r));
+        r = open_regular(path, &l.f);
+        if (r < 0)
                 return r;
-        }
         strcpy(c->file, path);
         r = ini_parse_stream(read_line, &l, handle_pair, &l);
         /* -2 is inih failing to allocate its line buffer, in builds without INI_USE_STACK. */
         if (r == -2 && !l.error)
                 l.error = -ENOMEM;
-        free(l.buf);
         fclose(l.f);
+        if (l.error == -EFBIG) {
+                sf_log_error("%s: cannot read config: larger than %d bytes, expected a config file (it grew while "
+                             "being read)",
+                             path, CONF_FILE_MAX);
+                return l.error;
+        }
         if (l.error) {
                 sf_log_error("%s: cannot read config: %s", path, strerror(-l.error));
                 return l.error;

@@ -11,6 +11,7 @@ pkgs=(
         # macOS packaging (tests/packaging): ruby -c of the Homebrew formula; the Mach-O
         # cross-build (packaging/macos/build.sh): libsodium's autoreconf, llvm-nm/llvm-objdump
         ruby autoconf automake libtool llvm
+        cmake # tests/sandbox/ci-stage.sh: libuv 1.50 from trixie's source package (dpkg-dev above)
 )
 # The cross-build's toolchain comes from npm; a nodejs from elsewhere may carry its own npm.
 command -v npm >/dev/null || pkgs+=(npm)

@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -18,6 +19,8 @@
 /* Clients beyond MAX_CLIENTS are accepted and closed, not left to fail with EAGAIN. */
 #define LISTEN_BACKLOG 128
 #define REQUEST_EXPECTED "expected \"stats [text|json|prometheus]\""
+/* Refused peers are logged at most once per this many milliseconds (with a count). */
+#define REFUSED_LOG_INTERVAL_MS 10000
 
 struct client {
         struct client *next, *prev;
@@ -44,6 +47,8 @@ struct sf_control {
         unsigned n_clients;
         unsigned pending_closes;
         bool closing;
+        unsigned long long refused; /* connections from another user, in all */
+        uint64_t refused_logged_at; /* uv_now of the last line about them; 0: none yet */
 };
 
 int sf_stats_format_parse(const char *s, enum sf_stats_format *out) {
@@ -451,6 +456,45 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
                 client_answer(cl, r, fmt);
 }
 
+/* The connecting process's uid. An abstract socket (unix:@NAME) has no file mode, and a path's
+ * mode can be loosened by whoever owns its directory: the kernel's word on the peer is what
+ * counts. */
+static int peer_uid(int fd, uid_t *uid) {
+        struct ucred cred;
+        socklen_t len = sizeof cred;
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+                return -errno;
+        *uid = cred.uid;
+        return 0;
+}
+
+/* Only root and the relay's own user may read the counters (they include the last error: peer
+ * addresses, token paths). */
+static bool peer_allowed(struct sf_control *ctl, struct client *cl) {
+        uv_os_fd_t fd;
+        uid_t uid = (uid_t)-1;
+        int r = uv_fileno((uv_handle_t *)&cl->pipe, &fd);
+        if (r == 0)
+                r = peer_uid(fd, &uid);
+        if (r == 0 && (uid == 0 || uid == geteuid()))
+                return true;
+        ctl->refused++;
+        uint64_t now = uv_now(cl->pipe.loop);
+        if (ctl->refused_logged_at != 0 && now - ctl->refused_logged_at < REFUSED_LOG_INTERVAL_MS)
+                return false;
+        ctl->refused_logged_at = now ? now : 1;
+        char who[64];
+        if (r < 0)
+                snprintf(who, sizeof who, "a peer whose credentials cannot be read (%s)", strerror(-r));
+        else
+                snprintf(who, sizeof who, "uid %u", (unsigned)uid);
+        sf_log_warn("control %s: refused a connection from %s: only root and uid %u may read the stats "
+                    "(%llu refused in all; at most one such line every %d s)",
+                    ctl->conf->control.text, who, (unsigned)geteuid(), ctl->refused,
+                    REFUSED_LOG_INTERVAL_MS / 1000);
+        return false;
+}
+
 static void on_connection(uv_stream_t *server, int status) {
         struct sf_control *ctl = server->data;
         if (status < 0 || ctl->closing)
@@ -469,7 +513,8 @@ static void on_connection(uv_stream_t *server, int status) {
                 cl->next->prev = cl;
         ctl->clients = cl;
         ctl->n_clients++;
-        if (uv_accept(server, (uv_stream_t *)&cl->pipe) < 0 || ctl->n_clients > MAX_CLIENTS) {
+        if (uv_accept(server, (uv_stream_t *)&cl->pipe) < 0 || !peer_allowed(ctl, cl) ||
+            ctl->n_clients > MAX_CLIENTS) {
                 client_close(cl);
                 return;
         }

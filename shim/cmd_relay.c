@@ -51,6 +51,7 @@ static void on_stopped(struct sf_relay *relay, void *data) {
         struct relay_main *m = data;
         sf_control_close(m->control);
         m->control = NULL;
+        sf_sandbox_close();
         uv_close((uv_handle_t *)&m->sigterm, NULL);
         uv_close((uv_handle_t *)&m->sigint, NULL);
         /* Closing the handles restores the default action: a late second SIGTERM would turn
@@ -121,6 +122,13 @@ int sf_cmd_relay(int argc, char **argv) {
 
         signal(SIGPIPE, SIG_IGN);
         sf_cli_raise_nofile();
+        /* Before the loop exists: libuv >= 1.45 would set up an io_uring ring in uv_loop_init,
+         * which the sandbox must refuse later (relay/sandbox.h). */
+        int prepared = conf.seccomp ? sf_sandbox_prepare() : -ENOSYS;
+        if (prepared < 0 && prepared != -ENOSYS && prepared != -ENOTSUP) {
+                sf_conf_free(&conf);
+                return 1;
+        }
         uv_loop_t loop;
         struct relay_main m = { .conf = &conf };
         uv_loop_init(&loop);
@@ -148,7 +156,7 @@ int sf_cmd_relay(int argc, char **argv) {
         sf_relay_on_fatal(m.relay, on_fatal, &m);
         /* Bound, tokens read, privileges dropped, loop handles set up: from here on the relay
          * only moves bytes, and the sandbox allows no more than that (relay/sandbox.h). */
-        int sandbox = conf.seccomp ? sf_sandbox_apply() : -ENOSYS;
+        int sandbox = conf.seccomp ? sf_sandbox_apply(&loop) : -ENOSYS;
         if (sandbox < 0 && sandbox != -ENOSYS && sandbox != -ENOTSUP) {
                 m.failed = true;
                 sf_relay_stop(m.relay, 0, on_stopped, &m);

@@ -14,6 +14,8 @@
 #include "shim/netio.h"
 
 #define STATS_TIMEOUT_MS 5000
+/* A relay's answer is a few kilobytes per forward: past this, the other end is not one. */
+#define STATS_ANSWER_MAX (1024 * 1024)
 
 static void help(void) {
         fputs("Usage: sockferry stats [-c FILE | --control PATH] [--format text|json|prometheus]\n"
@@ -47,6 +49,42 @@ static int control_parse(const char *s, struct sf_endpoint *ep) {
         return 0;
 }
 
+/* Length of the UTF-8 character at s (at most n bytes) that a terminal prints as text, or 0:
+ * a C0 or C1 control (ESC, CSI...), DEL or an invalid or overlong sequence. */
+static size_t printable_char(const unsigned char *s, size_t n) {
+        if (s[0] == '\n' || s[0] == '\t' || (s[0] >= 0x20 && s[0] < 0x7f))
+                return 1;
+        size_t len = s[0] >= 0xc2 && s[0] <= 0xdf ? 2 : s[0] >= 0xe0 && s[0] <= 0xef ? 3
+                   : s[0] >= 0xf0 && s[0] <= 0xf4                                 ? 4
+                                                                                  : 0;
+        if (len == 0 || len > n)
+                return 0;
+        for (size_t i = 1; i < len; i++)
+                if ((s[i] & 0xc0) != 0x80)
+                        return 0;
+        if ((s[0] == 0xc2 && s[1] < 0xa0) || (s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0) ||
+            (s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90))
+                return 0; /* C1 controls, overlong forms, surrogates, beyond U+10FFFF */
+        return len;
+}
+
+/* Text, JSON and Prometheus answers are printable text: any other byte (a terminal escape
+ * sequence from something that is not a relay) becomes '?' before it reaches the terminal.
+ * Returns how many bytes were replaced. */
+static size_t make_printable(char *s, size_t len) {
+        size_t replaced = 0;
+        for (size_t i = 0; i < len;) {
+                size_t n = printable_char((const unsigned char *)s + i, len - i);
+                if (n == 0) {
+                        s[i++] = '?';
+                        replaced++;
+                } else {
+                        i += n;
+                }
+        }
+        return replaced;
+}
+
 /* Sends the request and copies the answer to stdout; 0 or 1 (the cause printed). */
 static int ask(const struct sf_endpoint *ep, enum sf_stats_format fmt) {
         static const char *const names[] = {
@@ -77,13 +115,25 @@ static int ask(const struct sf_endpoint *ep, enum sf_stats_format fmt) {
                         r = (int)got;
                         break;
                 }
+                if (len + (size_t)got > STATS_ANSWER_MAX) {
+                        r = -EMSGSIZE;
+                        break;
+                }
                 fwrite(buf, 1, (size_t)got, out);
+                fflush(out); /* updates len */
         }
         close(fd);
         if (out)
                 fclose(out);
         int status = 0;
-        if (r < 0) {
+        size_t replaced = r == 0 ? make_printable(answer, len) : 0;
+        if (r == -EMSGSIZE) {
+                fprintf(stderr,
+                        "sockferry stats: control %s: the answer goes on past %d bytes (is it a sockferry control "
+                        "socket?)\n",
+                        ep->text, STATS_ANSWER_MAX);
+                status = 1;
+        } else if (r < 0) {
                 fprintf(stderr, "sockferry stats: control %s: %s\n", ep->text,
                         r == -ETIMEDOUT ? "no answer within 5s (is it a sockferry control socket?)" : strerror(-r));
                 status = 1;
@@ -94,6 +144,11 @@ static int ask(const struct sf_endpoint *ep, enum sf_stats_format fmt) {
         } else {
                 fwrite(answer, 1, len, stdout);
         }
+        if (replaced)
+                fprintf(stderr,
+                        "sockferry stats: control %s: %zu byte%s that %s not printable text replaced with '?' (is it "
+                        "a sockferry control socket?)\n",
+                        ep->text, replaced, replaced == 1 ? "" : "s", replaced == 1 ? "was" : "were");
         free(answer);
         return status;
 }

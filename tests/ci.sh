@@ -42,6 +42,8 @@ hmusl=$(find "$hstage" -name sockferry-preload-musl.so -type f)
 tests/hardening/check_hardening.sh "${hargs[@]}"
 rm -rf "$hstage"
 
+$SUDO tests/sandbox/ci-stage.sh "$PWD/build-libuv150"
+
 # One closing line for the whole run, counted from meson's test logs.
 python3 - build-ci/meson-logs/testlog.json build-asan/meson-logs/testlog.json <<'PY'
 import json, sys

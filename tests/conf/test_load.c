@@ -1,5 +1,7 @@
 /* The INI file: every key, every error message, the line numbers in them. */
 #include <errno.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -222,7 +224,50 @@ Test(load, directory) {
         capture_start();
         cr_assert_eq(sf_conf_load(&conf, scratch_dir()), -EISDIR);
         log_text = capture_end();
-        assert_error(log_text, "%s: cannot read config: Is a directory", scratch_dir());
+        assert_error(log_text, "%s: cannot read config: it is a directory, expected a regular file", scratch_dir());
+}
+
+Test(load, fifo_is_refused_without_waiting_for_a_writer) {
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/fifo.conf", scratch_dir());
+        cr_assert_eq(mkfifo(path, 0600), 0);
+        sf_conf_init(&conf);
+        capture_start();
+        cr_assert_eq(sf_conf_load(&conf, path), -EINVAL);
+        log_text = capture_end();
+        assert_error(log_text, "%s: cannot read config: it is a FIFO (named pipe), expected a regular file", path);
+}
+
+Test(load, device_is_refused) {
+        sf_conf_init(&conf);
+        capture_start();
+        cr_assert_eq(sf_conf_load(&conf, "/dev/zero"), -EINVAL);
+        log_text = capture_end();
+        assert_error(log_text, "/dev/zero: cannot read config: it is a character device, expected a regular file");
+}
+
+Test(load, file_over_1_mib_is_refused_before_reading) {
+        const char *path = scratch_file("big.conf", "");
+        cr_assert_eq(truncate(path, 1024 * 1024 + 1), 0);
+        sf_conf_init(&conf);
+        capture_start();
+        cr_assert_eq(sf_conf_load(&conf, path), -EFBIG);
+        log_text = capture_end();
+        assert_error(log_text, "%s: cannot read config: 1048577 bytes, expected a config file of at most 1048576 bytes",
+                     path);
+}
+
+Test(load, line_over_4096_bytes_is_cut_and_reported) {
+        static char text[8192];
+        int n = snprintf(text, sizeof text, "[a]\nlisten = unix:/");
+        memset(text + n, 'x', 5000);
+        strcpy(text + n + 5000, "\nconnect = unix:/b\n");
+        sf_conf_init(&conf);
+        cr_assert_eq(load_text(&conf, text, &log_text), -EINVAL);
+        assert_error(log_text, "%s:2: line is longer than 4096 bytes, expected a short key = value line",
+                     conf.file);
+        cr_assert_eq(count_errors(log_text), 1);
+        cr_assert_eq(conf.forwards[0].n_connect, 1);
 }
 
 Test(load, path_too_long) {

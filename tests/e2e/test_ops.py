@@ -14,11 +14,13 @@ import socket
 import stat
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sfharness import (Relay, Server, Skip, Tap, connect, free_port, recv_all, run_sockferry,  # noqa: E402
-                       tmpdir, wait_for)
+from sfharness import (SOCKFERRY, Relay, Server, Skip, Tap, connect, free_port, recv_all,  # noqa: E402
+                       run_sockferry, tmpdir, wait_for)
 
 DENY_VSOCK = sys.argv[1] if len(sys.argv) > 1 else None
 
@@ -766,6 +768,154 @@ def test_vsock_listener_binds_and_stops_clean():
         r.stop()
 
 
+# ---- bounds on what a config file and a control socket can make us hold -------------------
+
+def run_measured(args, timeout=20):
+    """Runs sockferry; returns (exit status, stdout, stderr, peak RSS in KiB). Fails the test
+    if it is still running after timeout seconds."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        p = subprocess.Popen([SOCKFERRY] + args, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+        deadline = time.monotonic() + timeout
+        while True:
+            pid, status, usage = os.wait4(p.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() > deadline:
+                p.kill()
+                os.wait4(p.pid, 0)
+                raise AssertionError("sockferry %s still running after %d s" % (" ".join(args), timeout))
+            time.sleep(0.02)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        return (p.returncode, out.read().decode(errors="replace"), err.read().decode(errors="replace"),
+                usage.ru_maxrss)
+
+
+def test_check_refuses_non_regular_and_oversized_config_files():
+    """/dev/zero used to grow to 2.3 GB, a FIFO hung for ever, a 300 MB one-line file peaked
+    at 309 MB: each is refused with exit 78 at once, in a few MiB."""
+    d = tmpdir()
+    try:
+        fifo = d + "/fifo"
+        os.mkfifo(fifo)
+        huge = d + "/huge.conf"
+        with open(huge, "wb") as f:  # one line, 300 MB (sparse)
+            f.truncate(300 * 1000 * 1000)
+        long_line = write_conf(d, "[x]\nlisten = unix:/" + "a" * (1000 * 1000) + "\n", "long.conf")
+        cases = [("/dev/zero", "it is a character device, expected a regular file"),
+                 (fifo, "it is a FIFO (named pipe), expected a regular file"),
+                 (d, "it is a directory, expected a regular file"),
+                 (huge, "300000000 bytes, expected a config file of at most 1048576 bytes"),
+                 (long_line, "long.conf:2: line is longer than 4096 bytes")]
+        for path, why in cases:
+            rc, out, err, peak_kib = run_measured(["check", "-c", path], timeout=10)
+            assert rc == 78 and why in err and path in err, (path, rc, err)
+            # a resource bound, not a speed test: tens of MiB would mean the file was read whole
+            assert peak_kib < 32 * 1024, (path, peak_kib)
+    finally:
+        shutil.rmtree(d)
+
+
+def fake_control(path, send):
+    """A control socket that answers one request with send(conn); returns the thread."""
+    ls = socket.socket(socket.AF_UNIX)
+    ls.bind(path)
+    ls.listen(1)
+
+    def serve():
+        c, _ = ls.accept()
+        try:
+            c.recv(100)
+            send(c)
+        except OSError:
+            pass
+        finally:
+            c.close()
+            ls.close()
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    return t
+
+
+def test_stats_caps_the_answer_and_prints_only_text():
+    """`stats --control` against a socket that kept sending grew to 4.2 GB and copied terminal
+    escape sequences to stdout."""
+    d = tmpdir()
+    try:
+        def endless(c):
+            chunk = b"A" * 65536
+            while True:
+                c.sendall(chunk)
+        t = fake_control(d + "/endless.sock", endless)
+        rc, out, err, peak_kib = run_measured(["stats", "--control", d + "/endless.sock"])
+        t.join(5)
+        assert rc == 1 and "goes on past 1048576 bytes" in err and out == "", (rc, err)
+        assert peak_kib < 32 * 1024, peak_kib
+
+        evil = b"process: pid 1\x1b]0;owned\x07\x1b[2J\x9b31m \xc2\x9b1m caf\xc3\xa9\r\x00\n"
+        for fmt in ("text", "json", "prometheus"):
+            t = fake_control(d + "/escapes.sock", lambda c: c.sendall(evil))
+            rc, out, err, _ = run_measured(["stats", "--control", d + "/escapes.sock", "--format", fmt])
+            t.join(5)
+            os.unlink(d + "/escapes.sock")
+            assert rc == 0, (rc, err)
+            assert out == "process: pid 1?]0;owned??[2J?31m ??1m caf\u00e9??\n", repr(out)
+            assert "8 bytes that were not printable text replaced with '?'" in err, err
+    finally:
+        shutil.rmtree(d)
+
+
+def test_control_socket_refuses_other_users():
+    """An abstract control socket (unix:@NAME) has no file mode: before, any local user read the
+    stats with the last error (peer addresses, token paths). Only root and the relay's user."""
+    if os.geteuid() != 0:
+        raise Skip("needs root to connect as another uid")
+    d = tmpdir()
+    name = "sf-test-control-%d" % os.getpid()
+    conf = write_conf(d, "[sockferry]\ncontrol = unix:@%s\n\n[x]\nlisten = unix:%s/in.sock\n"
+                      "connect = unix:%s/svc.sock\n" % (name, d, d))
+    r = Relay(["relay", "-c", conf])
+    # what the child prints: the answer, or "closed" when the relay closed without one
+    ask = ("import socket, sys\n"
+           "s = socket.socket(socket.AF_UNIX)\n"
+           "s.connect('\\0%s')\n"
+           "out = b''\n"
+           "try:\n"
+           "    s.sendall(b'stats json\\n')\n"
+           "    while True:\n"
+           "        b = s.recv(65536)\n"
+           "        if not b:\n"
+           "            break\n"
+           "        out += b\n"
+           "except (BrokenPipeError, ConnectionResetError):\n"
+           "    pass\n"
+           "sys.stdout.write(out.decode() or 'closed')\n" % name)
+    python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+
+    def as_uid(uid):
+        def drop():
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+        p = subprocess.run([python, "-c", ask], capture_output=True, timeout=10, cwd="/",
+                           preexec_fn=drop if uid else None)
+        assert p.returncode == 0, p.stderr.decode()
+        return p.stdout.decode()
+    try:
+        for _ in range(3):
+            got = as_uid(65534)
+            assert got == "closed", "uid 65534 read the stats: " + got
+        assert '"forwards"' in as_uid(0), "root was refused"
+        assert fwd(stats(["--control", "unix:@" + name]), "x")["active"] == 0
+        log = r.text()
+        assert log.count("refused a connection from uid 65534: only root and uid 0 may read the stats") == 1, log
+        assert "1 refused in all" in log, log
+    finally:
+        r.stop()
+        shutil.rmtree(d)
+
+
 if __name__ == "__main__":
     sys.exit(Tap([
         test_probe_exit_codes_and_advice,
@@ -785,4 +935,7 @@ if __name__ == "__main__":
         test_vsock_link_with_auth_through_loopback,
         test_vsock_denied_by_seccomp_points_to_tcp,
         test_vsock_listener_binds_and_stops_clean,
+        test_check_refuses_non_regular_and_oversized_config_files,
+        test_stats_caps_the_answer_and_prints_only_text,
+        test_control_socket_refuses_other_users,
     ]).run())

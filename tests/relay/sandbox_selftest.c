@@ -1,8 +1,10 @@
 /* The relay's seccomp sandbox (relay/sandbox.c), from outside: each case runs in a child that
- * applies the filter and then makes one system call. What the relay does at steady state must
- * still work; what it never does must kill the child with SIGSYS. TAP on stdout.
- * (That the allowlist is enough for the real relay is shown by the e2e suites, which run with
- * the sandbox on.) */
+ * sets the sandbox up as the relay does (sf_sandbox_prepare, a libuv loop, sf_sandbox_apply)
+ * and then makes its system calls. What the relay does at steady state must still work, with
+ * the loop running (libuv >= 1.45 would use io_uring there); hostile calls must kill the child
+ * with SIGSYS; any other call must fail with ENOSYS and be logged once, by name, while the
+ * child lives on. TAP on stdout. (That the allowlist is enough for the real relay is shown by
+ * the e2e suites, which run with the sandbox on.) */
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -17,6 +19,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <uv.h>
 
 #include "conf/log.h"
 #include "relay/sandbox.h"
@@ -27,6 +30,65 @@
 
 static void *thread_main(void *arg) {
         return arg;
+}
+
+static uv_loop_t loop;
+static pid_t parent; /* getppid() itself is refused */
+
+/* The loop at work: a pipe through libuv (epoll_ctl, which libuv >= 1.45 batches
+ * through io_uring) and a name resolved on the threadpool (libuv >= 1.50 names its threads). */
+struct loop_check {
+        uv_pipe_t a, b;
+        uv_write_t w;
+        uv_getaddrinfo_t gai;
+        char buf[8];
+        size_t got;
+        int resolved;
+};
+
+static void on_loop_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+        struct loop_check *c = h->data;
+        (void)suggested;
+        *buf = uv_buf_init(c->buf + c->got, (unsigned)(sizeof c->buf - c->got));
+}
+
+static void on_loop_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
+        struct loop_check *c = s->data;
+        (void)buf;
+        if (n > 0)
+                c->got += (size_t)n;
+        if (n < 0 || c->got >= 4)
+                uv_read_stop(s);
+}
+
+static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res) {
+        struct loop_check *c = req->data;
+        c->resolved = status == 0 ? 1 : -1;
+        uv_freeaddrinfo(res);
+}
+
+static int loop_at_work(void) {
+        struct loop_check c = { 0 };
+        int sv[2];
+        if (pipe2(sv, O_CLOEXEC) < 0)
+                return 6;
+        uv_pipe_init(&loop, &c.a, 0);
+        uv_pipe_init(&loop, &c.b, 0);
+        c.a.data = c.b.data = c.gai.data = &c;
+        uv_buf_t out = uv_buf_init("ping", 4);
+        struct addrinfo hints = { .ai_socktype = SOCK_STREAM };
+        if (uv_pipe_open(&c.a, sv[1]) < 0 || uv_pipe_open(&c.b, sv[0]) < 0 ||
+            uv_read_start((uv_stream_t *)&c.b, on_loop_alloc, on_loop_read) < 0 ||
+            uv_write(&c.w, (uv_stream_t *)&c.a, &out, 1, NULL) < 0 ||
+            uv_getaddrinfo(&loop, &c.gai, on_resolved, "localhost", "80", &hints) < 0)
+                return 7;
+        uv_run(&loop, UV_RUN_DEFAULT);
+        if (c.got != 4 || memcmp(c.buf, "ping", 4) != 0 || c.resolved != 1)
+                return 8;
+        uv_close((uv_handle_t *)&c.a, NULL);
+        uv_close((uv_handle_t *)&c.b, NULL);
+        uv_run(&loop, UV_RUN_DEFAULT);
+        return 0;
 }
 
 /* Allowed: what the relay does once it runs. Exits 0 when all of it worked. */
@@ -64,7 +126,7 @@ static int steady_state(void) {
                 return 4;
         void *p = malloc(1 << 20);
         free(p);
-        return 0;
+        return loop_at_work();
 }
 
 static int forbidden_execve(void) {
@@ -85,23 +147,59 @@ static int forbidden_ptrace(void) {
         return 12;
 }
 
-static int forbidden_open_for_writing(void) {
-        open("/tmp/sf-sandbox-selftest", O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-        return 13;
+/* Refused calls: 0 when the call failed with ENOSYS. */
+static int enosys(long r) {
+        return r == -1 && errno == ENOSYS ? 0 : 20;
 }
 
-static int forbidden_packet_socket(void) {
-        socket(AF_PACKET, SOCK_RAW, 0);
-        return 14;
+static int refused_open_for_writing(void) {
+        return enosys(open("/tmp/sf-sandbox-selftest", O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
 }
 
-static int forbidden_raw_inet_socket(void) {
-        socket(AF_INET, SOCK_RAW, 1);
-        return 15;
+static int refused_packet_socket(void) {
+        return enosys(socket(AF_PACKET, SOCK_RAW, 0));
+}
+
+static int refused_raw_inet_socket(void) {
+        return enosys(socket(AF_INET, SOCK_RAW, 1));
+}
+
+/* Made three times, logged once; the loop goes on working afterwards. */
+static int refused_getppid_repeatedly(void) {
+        for (int i = 0; i < 3; i++)
+                if (enosys(syscall(SYS_getppid)) != 0)
+                        return 21;
+        uv_run(&loop, UV_RUN_NOWAIT);
+        if (enosys(syscall(SYS_getppid)) != 0)
+                return 22;
+        return loop_at_work();
+}
+
+/* From a threadpool thread: the same ENOSYS, and the log line once the work is done. */
+static void getppid_work(uv_work_t *req) {
+        req->data = (void *)(intptr_t)enosys(syscall(SYS_getppid));
+}
+
+static int refused_in_a_worker_thread(void) {
+        uv_work_t req;
+        if (uv_queue_work(&loop, &req, getppid_work, NULL) < 0)
+                return 23;
+        uv_run(&loop, UV_RUN_DEFAULT);
+        return (int)(intptr_t)req.data;
+}
+
+/* io_uring is refused silently: libuv >= 1.45 tries it on every loop. */
+static int io_uring_setup_silently_enosys(void) {
+#ifdef SYS_io_uring_setup
+        char params[120] = { 0 };
+        return enosys(syscall(SYS_io_uring_setup, 4, params));
+#else
+        return 0;
+#endif
 }
 
 static int forbidden_kill_other(void) {
-        kill(getppid(), 0);
+        kill(parent, 0);
         return 16;
 }
 
@@ -110,27 +208,71 @@ static int forbidden_setuid(void) {
         return 17;
 }
 
+static int forbidden_tgkill_other(void) {
+        syscall(SYS_tgkill, parent, parent, 0);
+        return 18;
+}
+
 static const struct {
         const char *name;
         int (*fn)(void);
         int expect_signal; /* 0: must exit 0 */
+        const char *logged; /* with expect_signal 0: the refused call logged exactly once */
 } cases[] = {
-        { "steady state: sockets, pipes and splice, threads, getaddrinfo, reading /proc, malloc", steady_state, 0 },
-        { "execve kills", forbidden_execve, SIGSYS },
-        { "fork (clone without CLONE_THREAD) kills", forbidden_fork, SIGSYS },
-        { "ptrace kills", forbidden_ptrace, SIGSYS },
-        { "open for writing kills", forbidden_open_for_writing, SIGSYS },
-        { "AF_PACKET socket kills", forbidden_packet_socket, SIGSYS },
-        { "raw AF_INET socket kills", forbidden_raw_inet_socket, SIGSYS },
-        { "kill() of another process kills", forbidden_kill_other, SIGSYS },
-        { "setuid kills", forbidden_setuid, SIGSYS },
+        { "steady state: sockets, pipes and splice, threads, getaddrinfo, reading /proc, malloc, a libuv loop "
+          "with its threadpool",
+          steady_state, 0, NULL },
+        { "execve kills", forbidden_execve, SIGSYS, NULL },
+        { "fork (clone without CLONE_THREAD) kills", forbidden_fork, SIGSYS, NULL },
+        { "ptrace kills", forbidden_ptrace, SIGSYS, NULL },
+        { "kill() of another process kills", forbidden_kill_other, SIGSYS, NULL },
+        { "tgkill() of another process kills", forbidden_tgkill_other, SIGSYS, NULL },
+        { "setuid kills", forbidden_setuid, SIGSYS, NULL },
+        { "open for writing fails with ENOSYS, logged", refused_open_for_writing, 0, " open" },
+        { "AF_PACKET socket fails with ENOSYS, logged", refused_packet_socket, 0, " socket (" },
+        { "raw AF_INET socket fails with ENOSYS, logged", refused_raw_inet_socket, 0, " socket (" },
+        { "getppid four times: ENOSYS each time, logged once, the loop works on", refused_getppid_repeatedly, 0,
+          " getppid (" },
+        { "getppid in a threadpool thread: ENOSYS, logged", refused_in_a_worker_thread, 0, " getppid (" },
+        { "io_uring_setup fails with ENOSYS, not logged", io_uring_setup_silently_enosys, 0, "" },
 };
+
+/* The child: the relay's order (prepare, loop, apply), the case, then the loop's last round,
+ * which logs what was refused. Its stderr (the log) goes to log_fd. */
+static int child(size_t i, int log_fd) {
+        dup2(log_fd, STDERR_FILENO);
+        if (sf_sandbox_prepare() < 0 || uv_loop_init(&loop) < 0 || sf_sandbox_apply(&loop) < 0)
+                return 100;
+        int r = cases[i].fn();
+        sf_sandbox_close();
+        uv_run(&loop, UV_RUN_DEFAULT);
+        return r;
+}
+
+static size_t count(const char *hay, const char *needle) {
+        size_t n = 0;
+        for (const char *p = hay; (p = strstr(p, needle)); p++)
+                n++;
+        return n;
+}
+
+/* A refused call's log line: "refused system call NAME (NR); it failed with ENOSYS", once,
+ * and no other refusal. */
+static bool log_ok(const char *log, const char *logged) {
+        size_t lines = count(log, "seccomp sandbox: refused system call");
+        if (!logged || !*logged)
+                return lines == 0;
+        char want[96];
+        snprintf(want, sizeof want, "seccomp sandbox: refused system call%s", logged);
+        return lines == 1 && count(log, want) == 1 && count(log, "it failed with ENOSYS") == 1;
+}
 
 int main(void) {
         size_t n = sizeof cases / sizeof cases[0];
         int failed = 0;
 
-        sf_log_setup(SF_LOG_ERROR, SF_LOG_TEXT);
+        sf_log_setup(SF_LOG_WARN, SF_LOG_TEXT);
+        parent = getpid();
         if (!sf_sandbox_available()) {
                 printf("1..0 # SKIP built without libseccomp (-Dseccomp=disabled or a sanitizer build)\n");
                 return 0;
@@ -138,25 +280,34 @@ int main(void) {
         printf("TAP version 13\n1..%zu\n", n);
         fflush(stdout);
         for (size_t i = 0; i < n; i++) {
+                FILE *log = tmpfile();
+                if (!log) {
+                        perror("tmpfile");
+                        return 1;
+                }
+                fflush(stdout);
                 pid_t pid = fork();
                 if (pid < 0) {
                         perror("fork");
                         return 1;
                 }
-                if (pid == 0) {
-                        int r = sf_sandbox_apply();
-                        if (r < 0)
-                                _exit(100);
-                        _exit(cases[i].fn());
-                }
+                if (pid == 0)
+                        _exit(child(i, fileno(log)));
                 int st = 0;
                 while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
                         ;
+                char text[4096] = "";
+                rewind(log);
+                text[fread(text, 1, sizeof text - 1, log)] = '\0';
+                fclose(log);
                 bool ok = cases[i].expect_signal ? WIFSIGNALED(st) && WTERMSIG(st) == cases[i].expect_signal
-                                                 : WIFEXITED(st) && WEXITSTATUS(st) == 0;
+                                                 : WIFEXITED(st) && WEXITSTATUS(st) == 0 &&
+                                                           log_ok(text, cases[i].logged);
                 if (!ok)
                         failed++;
                 printf("%s %zu - %s\n", ok ? "ok" : "not ok", i + 1, cases[i].name);
+                for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n"))
+                        printf("# log: %s\n", line);
                 if (WIFSIGNALED(st))
                         printf("# killed by signal %d (%s)\n", WTERMSIG(st), strsignal(WTERMSIG(st)));
                 else
