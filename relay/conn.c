@@ -44,6 +44,7 @@ void sf_conn_close(struct sf_conn *c, const char *reason) {
         if (c->next)
                 c->next->prev = c->prev;
         fwd->stats.active--;
+        sf_conn_preauth_leave(c);
 
         /* close() drops a socket from the epoll set; the memory waits for the timer's close
          * callback, after any event of the current batch that still names it. */

@@ -13,6 +13,7 @@
 #include "relay/forward.h"
 #include "relay/handshake.h"
 #include "relay/pipepool.h"
+#include "relay/preauth.h"
 
 /* Side 0 is the accepted client, side 1 the upstream. dir[i] carries bytes read from side i
  * that still have to be written to side 1-i. */
@@ -89,6 +90,8 @@ struct sf_conn {
         uint8_t snonce[SF_HS_NONCE_LEN], cnonce[SF_HS_NONCE_LEN];
         uint8_t up_snonce[SF_HS_NONCE_LEN], up_cnonce[SF_HS_NONCE_LEN];
         uint8_t hs[SF_HS_STATUS_MAX];
+
+        struct sf_preauth_node preauth; /* in fwd->preauth from the greeting to the client frame */
 };
 
 static inline const char *fname(const struct sf_conn *c) {
@@ -144,6 +147,11 @@ void sf_conn_link_timeout(struct sf_conn *c);
 void sf_conn_status_and_linger(struct sf_conn *c, enum sf_hs_status st, const char *reason);
 /* Listening side: the upstream answers, tell the client. false when the connection is gone. */
 bool sf_conn_server_confirm(struct sf_conn *c);
+
+/* preauth_conn.c: the pre-authentication budget. enter evicts the oldest when the budget is
+ * full; false when c itself is gone. leave: c authenticated or closes (safe to call twice). */
+bool sf_conn_preauth_enter(struct sf_conn *c);
+void sf_conn_preauth_leave(struct sf_conn *c);
 
 /* pump.c: bytes both ways with backpressure and half-close. */
 void sf_conn_start_relaying(struct sf_conn *c);

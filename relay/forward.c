@@ -93,7 +93,7 @@ void sf_fwd_pause_out_of_fds(struct sf_fwd *fwd, const char *what, int err) {
 
 static void accept_some(struct sf_fwd *fwd) {
         for (int i = 0; i < ACCEPT_BATCH; i++) {
-                if (fwd->stats.active >= fwd->conf->max_conns) {
+                if (fwd->stats.active - fwd->preauth.count >= fwd->conf->max_conns) {
                         /* Leave the rest in the kernel's backlog until a connection ends. */
                         if (!fwd->paused_full)
                                 sf_log(SF_LOG_WARN, fwd->conf->name, 0,
@@ -108,6 +108,9 @@ static void accept_some(struct sf_fwd *fwd) {
                         int e = errno;
                         if (e == EAGAIN || e == EINTR || e == ECONNABORTED || e == EPROTO)
                                 return;
+                        /* An unauthenticated peer's descriptor is the first to give back. */
+                        if ((e == EMFILE || e == ENFILE) && sf_preauth_evict_oldest(&fwd->preauth))
+                                continue;
                         if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
                                 /* The pending connection stays readable: polling on would spin. */
                                 char what[300];
@@ -160,7 +163,7 @@ static void on_listen(struct sf_ev *ev, uint32_t events) {
 static void listener_resume(struct sf_fwd *fwd) {
         if (fwd->listening || !fwd->listen_started)
                 return;
-        if (fwd->stats.active >= fwd->conf->max_conns)
+        if (fwd->stats.active - fwd->preauth.count >= fwd->conf->max_conns)
                 return;
         fwd->paused_full = false;
         int r = listen_add(fwd);

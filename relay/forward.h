@@ -10,6 +10,7 @@
 #include "relay/evset.h"
 #include "relay/handshake.h"
 #include "relay/listener.h"
+#include "relay/preauth.h"
 #include "relay/relay.h"
 
 struct sf_conn;
@@ -52,6 +53,8 @@ struct sf_fwd {
         struct sf_conn *conns; /* intrusive list of open connections */
         size_t n_conns_allocated; /* open or closing, memory not yet freed */
         struct sf_relay_stats stats;
+        /* Greeted, not yet authenticated: not counted against max-conns (relay/preauth.h). */
+        struct sf_preauth preauth;
 
         uint64_t ratelimit_start_ms; /* one-second windows for per-connection error lines */
         unsigned ratelimit_count;

@@ -158,6 +158,7 @@ void sf_conn_on_client_frame(struct sf_conn *c) {
         uint8_t version = 0;
         int v = r > 0 ? sf_hs_client_verify(c->hs, &fwd->key, c->snonce, c->cnonce, &c->hs_flags, &version) : 0;
         if (r > 0 && v == 0) {
+                sf_conn_preauth_leave(c);
                 uv_timer_stop(&c->timer);
                 sf_conn_dial_start(c);
                 return;
@@ -324,6 +325,8 @@ void sf_conn_linger_drain(struct sf_conn *c) {
 }
 
 bool sf_conn_greet(struct sf_conn *c) {
+        if (!sf_conn_preauth_enter(c))
+                return false;
         uint8_t hello[SF_HS_HELLO_LEN];
         sf_hs_nonce_new(c->snonce);
         sf_hs_hello_build(hello, c->snonce);

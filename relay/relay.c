@@ -272,6 +272,7 @@ void sf_relay_free(struct sf_relay *relay) {
         for (size_t i = 0; i < relay->n_fwds; i++) {
                 sf_listener_close(&relay->fwds[i].listener);
                 sodium_memzero(&relay->fwds[i].key, sizeof relay->fwds[i].key);
+                sf_preauth_free(&relay->fwds[i].preauth);
         }
         sf_bufpool_free(relay->pool);
         sf_pipepool_free(relay->pipes);
