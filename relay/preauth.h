@@ -11,14 +11,9 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-/* A client answers the greeting one round trip after it was accepted; in that time the
- * listener accepts at most a few batches of 64. 256 per source is four such batches, so a
- * flooder must open hundreds of connections inside one round trip to push out a client that
- * shares its address (a VM's or a container's NAT address); 1024 in all lets four sources at
- * their bound coexist before sources push each other out. Each costs one descriptor and about
- * 1 KiB: the whole budget stays far below max-conns' own cost. */
-#define SF_PREAUTH_MAX 1024
-#define SF_PREAUTH_PER_SOURCE 256
+/* The bounds come from the forward's preauth-max (conf/), by default four times max-conns:
+ * that many in all, a quarter of it per source. Why: doc/SECURITY.md, "Pre-authentication
+ * budget". */
 
 /* IPv4 (as v4-mapped), an IPv6 /64 (what one subscriber gets), a vsock CID: family tag + 16. */
 #define SF_PREAUTH_KEY_LEN 17

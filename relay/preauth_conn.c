@@ -29,7 +29,9 @@ static void evict(struct sf_preauth_node *n) {
 bool sf_conn_preauth_enter(struct sf_conn *c) {
         struct sf_preauth *pa = &c->fwd->preauth;
         if (!pa->tab) {
-                int r = sf_preauth_init(pa, SF_PREAUTH_MAX, SF_PREAUTH_PER_SOURCE, evict);
+                const struct sf_forward *f = c->fwd->conf;
+                size_t max = f->preauth_max ? f->preauth_max : 4 * (size_t)f->max_conns;
+                int r = sf_preauth_init(pa, max, max / 4, evict);
                 if (r < 0) {
                         sf_log(SF_LOG_ERROR, fname(c), c->id, "pre-auth budget for %s: %s", c->fwd->conf->listen.text,
                                strerror(-r));

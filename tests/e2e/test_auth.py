@@ -442,6 +442,40 @@ def test_preauth_flood_does_not_starve_authenticated_clients():
         e.close()
 
 
+def test_preauth_max_evicts_the_oldest_of_a_source_at_its_bound():
+    # preauth-max = 8: 2 per source. Ten silent connections from the host's address leave the
+    # newest two; the eight before them were greeted and then closed, oldest first.
+    e = Env(service="echo", host_extra=",preauth-max=8,handshake-timeout=30s")
+    idle = []
+    try:
+        base = e.host.fds()
+        for _ in range(10):
+            s = socket.create_connection((HOST_IP, PORT))
+            s.settimeout(10)
+            assert s.recv(37, socket.MSG_WAITALL)[:4] == b"SFRY"
+            idle.append(s)
+        for i, s in enumerate(idle[:8]):
+            assert s.recv(1) == b"", "silent connection %d was not evicted" % i
+        for s in idle[8:]:
+            s.settimeout(0.2)
+            try:
+                s.recv(1)
+                raise AssertionError("one of the two newest was closed")
+            except socket.timeout:
+                pass
+        wait_for(lambda: e.host.fds() == base + 2, what="host relay holding the two newest")
+        # a client from another address is not affected, and authenticates past the budget
+        c = connect(e.d + "/container.sock")
+        c.sendall(b"ping")
+        assert c.recv(4, socket.MSG_WAITALL) == b"ping"
+        c.close()
+        assert "pre-auth budget full (8 unauthenticated connections in all, 2 per source" in e.host.text()
+    finally:
+        for s in idle:
+            s.close()
+        e.close()
+
+
 def test_non_loopback_listener_without_auth_is_refused_unless_allowed():
     d = tmpdir()
     rc, out, err = run_sockferry(["relay", "-F", "open:tcp:%s:%d=unix:%s/x.sock" % (HOST_IP, PORT, d)])
