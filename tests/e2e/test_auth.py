@@ -476,6 +476,34 @@ def test_preauth_max_evicts_the_oldest_of_a_source_at_its_bound():
         e.close()
 
 
+def test_preauth_budget_leaves_descriptors_for_authenticated_clients():
+    # With 64 descriptors the budget is 16, whatever max-conns says: a hundred silent
+    # connections cannot take the descriptors a good client and its upstream socket need.
+    e = Env(service="echo", host_relay=False)
+    idle = []
+    try:
+        e.host = Relay(["relay", "-F", "host:tcp:%s:%d=unix:%s/service.sock,auth=token,token-file=%s,"
+                        "handshake-timeout=30s" % (HOST_IP, PORT, e.d, e.token)],
+                       preexec=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64)))
+        for _ in range(100):
+            s = socket.socket()
+            s.setblocking(False)
+            s.connect_ex((HOST_IP, PORT))
+            idle.append(s)
+        time.sleep(0.5)
+        for i in range(3):
+            c = connect(e.d + "/container.sock")
+            c.settimeout(10)
+            c.sendall(b"ping")
+            assert c.recv(4, socket.MSG_WAITALL) == b"ping", "client %d got nothing" % i
+            c.close()
+        assert e.host.fds() <= 64
+    finally:
+        for s in idle:
+            s.close()
+        e.close()
+
+
 def test_non_loopback_listener_without_auth_is_refused_unless_allowed():
     d = tmpdir()
     rc, out, err = run_sockferry(["relay", "-F", "open:tcp:%s:%d=unix:%s/x.sock" % (HOST_IP, PORT, d)])
