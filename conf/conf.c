@@ -310,12 +310,22 @@ static int parse_allow_gid(struct sf_forward *f, const char *v, char *err, size_
         return parse_id_list(v, false, (uint32_t *)f->allow_gid, &f->n_allow_gid, err, errlen);
 }
 
-static int parse_max_conns(struct sf_forward *f, const char *v, char *err, size_t errlen) {
+/* A count of connections, min to a million. */
+static int parse_conn_count(const char *v, uint64_t min, uint32_t *out, char *err, size_t errlen) {
         uint64_t n;
-        if (sf_uint_parse(v, 1, 1000000, &n, err, errlen) < 0)
+        if (sf_uint_parse(v, min, 1000000, &n, err, errlen) < 0)
                 return -EINVAL;
-        f->max_conns = (uint32_t)n;
+        *out = (uint32_t)n;
         return 0;
+}
+
+static int parse_max_conns(struct sf_forward *f, const char *v, char *err, size_t errlen) {
+        return parse_conn_count(v, 1, &f->max_conns, err, errlen);
+}
+
+/* At least four, so that each source may hold one (a quarter of the budget each). */
+static int parse_preauth_max(struct sf_forward *f, const char *v, char *err, size_t errlen) {
+        return parse_conn_count(v, 4, &f->preauth_max, err, errlen);
 }
 
 /* A zero connect or handshake timeout would fail every connection at once. */
@@ -414,6 +424,7 @@ static const struct key {
         { "allow-uid", parse_allow_uid, NULL },
         { "allow-gid", parse_allow_gid, NULL },
         { "max-conns", parse_max_conns, NULL },
+        { "preauth-max", parse_preauth_max, NULL },
         { "connect-timeout", parse_connect_timeout, NULL },
         { "handshake-timeout", parse_handshake_timeout, NULL },
         { "idle-timeout", parse_idle_timeout, NULL },

@@ -50,6 +50,7 @@ struct sf_forward {
         size_t n_allow_gid;
 
         uint32_t max_conns;           /* default 1024 */
+        uint32_t preauth_max;         /* unauthenticated connections, a quarter per source; 0: 4 x max_conns */
         uint64_t connect_timeout_ms;  /* default 5000 */
         uint64_t handshake_timeout_ms;/* default 5000 */
         uint64_t idle_timeout_ms;     /* default 0: none */

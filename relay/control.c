@@ -198,6 +198,7 @@ static const struct {
         { "upstream_unavailable", "upstream unavailable", offsetof(struct sf_relay_stats, err_upstream) },
         { "peer_denied", "peer denied", offsetof(struct sf_relay_stats, err_denied) },
         { "other", "other", offsetof(struct sf_relay_stats, err_other) },
+        { "preauth_evicted", "pre-auth evicted", offsetof(struct sf_relay_stats, err_preauth) },
 };
 #define N_ERROR_KINDS (sizeof error_kinds / sizeof error_kinds[0])
 

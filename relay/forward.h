@@ -1,5 +1,6 @@
 #pragma once
-/* Run-time state of one forward, shared by the relay (accepting) and its connections. */
+/* Run-time state of one forward: its listener (relay/forward.c), the state its connections
+ * share, and its counters. The relay owns it and sets the callbacks. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -9,6 +10,7 @@
 #include "relay/evset.h"
 #include "relay/handshake.h"
 #include "relay/listener.h"
+#include "relay/preauth.h"
 #include "relay/relay.h"
 
 struct sf_conn;
@@ -16,7 +18,13 @@ struct sf_bufpool;
 struct sf_pipepool;
 
 struct sf_fwd {
-        struct sf_relay *relay;
+        struct sf_relay *relay; /* for the callbacks */
+        /* Set by the relay before sf_fwd_start. accepted takes ownership of fd (an accepted,
+         * non-blocking socket); conn_gone runs after sf_fwd_conn_gone did its part; fatal once
+         * the listening socket failed (logged). */
+        int (*accepted)(struct sf_fwd *fwd, int fd);
+        void (*conn_gone)(struct sf_fwd *fwd);
+        void (*fatal)(struct sf_fwd *fwd, int err);
         uv_loop_t *loop;
         const struct sf_forward *conf;
         struct sf_bufpool *pool;
@@ -45,11 +53,18 @@ struct sf_fwd {
         struct sf_conn *conns; /* intrusive list of open connections */
         size_t n_conns_allocated; /* open or closing, memory not yet freed */
         struct sf_relay_stats stats;
+        /* Greeted, not yet authenticated: not counted against max-conns (relay/preauth.h). */
+        struct sf_preauth preauth;
 
         uint64_t ratelimit_start_ms; /* one-second windows for per-connection error lines */
         unsigned ratelimit_count;
         unsigned ratelimit_suppressed;
 };
+
+/* Starts accepting: the backoff timer, the listener in the event set. 0 or -errno (logged). */
+int sf_fwd_start(struct sf_fwd *fwd);
+/* Stops accepting until resumed (max-conns, out of descriptors) or for good (stop). */
+void sf_fwd_listen_pause(struct sf_fwd *fwd);
 
 /* Called by a connection when it is gone (memory about to be freed), so the forward can
  * resume a listener paused by max-conns and finish a graceful stop. */

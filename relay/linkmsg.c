@@ -134,11 +134,16 @@ enum sf_link_err sf_link_version_mismatch(unsigned version, const char *ep, char
 }
 
 enum sf_link_err sf_link_status_eof(const char *ep, char *out, size_t cap) {
+        /* It greeted us, so it is a sockferry relay with auth = token; and such a relay answers
+         * a frame it refuses with a status. Closing without one is what it does to connections
+         * it drops before they authenticate: the oldest when its pre-auth budget is full, any
+         * at its handshake-timeout or when it stops. */
         snprintf(out, cap,
-                 "no greeting: %s closed the link before confirming it (is it a sockferry relay with auth = "
-                 "token?)",
+                 "not confirmed: the relay at %s greeted us, then closed the link before confirming it: it "
+                 "may be overloaded by unauthenticated connections (see \"pre-auth evicted\" in its stats), "
+                 "stopping, or it did not get our frame within its handshake-timeout; its log says which",
                  ep);
-        return SF_LINK_WRONG_PEER;
+        return SF_LINK_OTHER;
 }
 
 enum sf_link_err sf_link_status_timeout(const char *ep, char *out, size_t cap) {

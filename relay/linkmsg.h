@@ -45,7 +45,7 @@ bool sf_link_greeting_unexpected(const uint8_t *got, size_t len, const char *ep,
                                  size_t cap);
 /* The hello announced another version. */
 enum sf_link_err sf_link_version_mismatch(unsigned version, const char *ep, char *out, size_t cap);
-/* The peer closed before its status frame was complete. */
+/* The peer greeted us, then closed before its status frame was complete. */
 enum sf_link_err sf_link_status_eof(const char *ep, char *out, size_t cap);
 /* The status frame did not arrive in time. */
 enum sf_link_err sf_link_status_timeout(const char *ep, char *out, size_t cap);

@@ -17,13 +17,9 @@
 #include "relay/pipepool.h"
 #include "relay/token.h"
 
-#define ACCEPT_BATCH 64
-#define BACKOFF_MIN_MS 50
-#define BACKOFF_MAX_MS 1000
 /* Spare copy buffers kept after a burst: 8 MiB of SF_BUF_SIZE ones at most. */
 #define BUFPOOL_RESERVE 32
 #define PIPEPOOL_RESERVE 16
-#define RATELIMIT_PER_SEC 5
 
 struct sf_relay {
         uv_loop_t *loop;
@@ -47,40 +43,12 @@ struct sf_relay {
         bool fatal_reported;
 };
 
+static void on_conn_gone(struct sf_fwd *fwd);
+static void on_fwd_fatal(struct sf_fwd *fwd, int err);
+
 void sf_relay_on_fatal(struct sf_relay *relay, sf_relay_fatal_cb cb, void *data) {
         relay->fatal_cb = cb;
         relay->fatal_data = data;
-}
-
-/* In the relay's epoll set, as the connections are: an accept costs no libuv turn. */
-static int listen_add(struct sf_fwd *fwd) {
-        int r = sf_evset_add_listener(fwd->ev, fwd->listener.fd, &fwd->listen_ev);
-        if (r == 0)
-                fwd->listening = true;
-        return r;
-}
-
-static void listen_pause(struct sf_fwd *fwd) {
-        if (!fwd->listening)
-                return;
-        sf_evset_del(fwd->ev, fwd->listener.fd);
-        fwd->listening = false;
-}
-
-/* The listening socket itself broke: this forward cannot serve any more. */
-static void fwd_fatal(struct sf_fwd *fwd, int err) {
-        struct sf_relay *relay = fwd->relay;
-        listen_pause(fwd);
-        if (relay->fatal_reported || !relay->fatal_cb)
-                return;
-        relay->fatal_reported = true;
-        relay->fatal_cb(relay, err, relay->fatal_data);
-}
-
-static void listener_resume(struct sf_fwd *fwd);
-
-static void on_backoff(uv_timer_t *t) {
-        listener_resume(t->data);
 }
 
 size_t sf_relay_n_forwards(const struct sf_relay *relay) {
@@ -89,30 +57,6 @@ size_t sf_relay_n_forwards(const struct sf_relay *relay) {
 
 const struct sf_relay_stats *sf_relay_stats_get(const struct sf_relay *relay, size_t forward) {
         return forward < relay->n_fwds ? &relay->fwds[forward].stats : NULL;
-}
-
-void sf_fwd_note_error(struct sf_fwd *fwd, uint64_t *counter, const char *msg) {
-        (*counter)++;
-        snprintf(fwd->stats.last_error, sizeof fwd->stats.last_error, "%s", msg);
-        fwd->stats.last_error_time = time(NULL);
-}
-
-bool sf_fwd_ratelimit(struct sf_fwd *fwd) {
-        uint64_t now = uv_now(fwd->loop);
-        if (now - fwd->ratelimit_start_ms >= 1000) {
-                if (fwd->ratelimit_suppressed)
-                        sf_log(SF_LOG_WARN, fwd->conf->name, 0, "%u similar messages suppressed in the last second",
-                               fwd->ratelimit_suppressed);
-                fwd->ratelimit_start_ms = now;
-                fwd->ratelimit_count = 0;
-                fwd->ratelimit_suppressed = 0;
-        }
-        if (fwd->ratelimit_count < RATELIMIT_PER_SEC) {
-                fwd->ratelimit_count++;
-                return true;
-        }
-        fwd->ratelimit_suppressed++;
-        return false;
 }
 
 int sf_relay_new(uv_loop_t *loop, const struct sf_conf *conf, struct sf_relay **out) {
@@ -144,6 +88,9 @@ int sf_relay_new(uv_loop_t *loop, const struct sf_conf *conf, struct sf_relay **
                 f->listener.fd = -1;
                 f->last_good = -1;
                 f->stats.candidate = -1;
+                f->accepted = sf_conn_new;
+                f->conn_gone = on_conn_gone;
+                f->fatal = on_fwd_fatal;
         }
         /* Token files are read before binding and before privileges are dropped: a problem
          * with them is a configuration error, and they may be readable by root only. */
@@ -187,125 +134,14 @@ int sf_relay_bind(struct sf_relay *relay) {
         return 0;
 }
 
-void sf_fwd_pause_out_of_fds(struct sf_fwd *fwd, const char *what, int err) {
-        /* Under a storm the pressure comes and goes: one line per minute says it, not one
-         * per pause. */
-        uint64_t now = uv_now(fwd->loop);
-        if (!fwd->paused_fds && (!fwd->fds_logged_ms || now - fwd->fds_logged_ms >= 60000)) {
-                fwd->fds_logged_ms = now;
-                sf_log(SF_LOG_ERROR, fwd->conf->name, 0,
-                       "%s: %s — pausing new connections; raise the limit (ulimit -n / LimitNOFILE=) or lower "
-                       "max-conns",
-                       what, strerror(err));
-        }
-        if (fwd->paused_fds && !fwd->listening)
-                return; /* paused already: the backoff timer resumes */
-        fwd->paused_fds = true;
-        listen_pause(fwd);
-        fwd->backoff_ms = fwd->backoff_ms ? fwd->backoff_ms * 2 : BACKOFF_MIN_MS;
-        if (fwd->backoff_ms > BACKOFF_MAX_MS)
-                fwd->backoff_ms = BACKOFF_MAX_MS;
-        if (fwd->backoff_init)
-                uv_timer_start(&fwd->backoff, on_backoff, fwd->backoff_ms, 0);
-}
-
-static void accept_some(struct sf_fwd *fwd) {
-        for (int i = 0; i < ACCEPT_BATCH; i++) {
-                if (fwd->stats.active >= fwd->conf->max_conns) {
-                        /* Leave the rest in the kernel's backlog until a connection ends. */
-                        if (!fwd->paused_full)
-                                sf_log(SF_LOG_WARN, fwd->conf->name, 0,
-                                       "max-conns %u reached: new connections wait in the backlog",
-                                       fwd->conf->max_conns);
-                        fwd->paused_full = true;
-                        listen_pause(fwd);
-                        return;
-                }
-                int fd = accept4(fwd->listener.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-                if (fd < 0) {
-                        int e = errno;
-                        if (e == EAGAIN || e == EINTR || e == ECONNABORTED || e == EPROTO)
-                                return;
-                        if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
-                                /* The pending connection stays readable: polling on would spin. */
-                                char what[300];
-                                snprintf(what, sizeof what, "accept on %s", fwd->conf->listen.text);
-                                sf_fwd_pause_out_of_fds(fwd, what, e);
-                                return;
-                        }
-                        sf_log(SF_LOG_ERROR, fwd->conf->name, 0, "accept on %s: %s: this forward stops serving",
-                               fwd->conf->listen.text, strerror(e));
-                        fwd_fatal(fwd, -e);
-                        return;
-                }
-                if (fwd->paused_fds) {
-                        sf_log(SF_LOG_DEBUG, fwd->conf->name, 0, "accepting again on %s", fwd->conf->listen.text);
-                        fwd->paused_fds = false;
-                        fwd->backoff_ms = 0;
-                }
-                if (fwd->conf->n_allow_uid || fwd->conf->n_allow_gid) {
-                        struct ucred cred = { .pid = 0 };
-                        socklen_t len = sizeof cred;
-                        bool ok = false;
-                        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
-                                for (size_t k = 0; k < fwd->conf->n_allow_uid; k++)
-                                        ok = ok || cred.uid == fwd->conf->allow_uid[k];
-                                for (size_t k = 0; k < fwd->conf->n_allow_gid; k++)
-                                        ok = ok || cred.gid == fwd->conf->allow_gid[k];
-                        }
-                        if (!ok) {
-                                char msg[200];
-                                snprintf(msg, sizeof msg,
-                                         "refused a connection from uid %u gid %u (pid %d): not in allow-uid/allow-gid",
-                                         (unsigned)cred.uid, (unsigned)cred.gid, (int)cred.pid);
-                                if (sf_fwd_ratelimit(fwd))
-                                        sf_log(SF_LOG_WARN, fwd->conf->name, 0, "%s", msg);
-                                sf_fwd_note_error(fwd, &fwd->stats.err_denied, msg);
-                                close(fd);
-                                continue;
-                        }
-                }
-                sf_conn_new(fwd, fd);
-        }
-}
-
-static void on_listen(struct sf_ev *ev, uint32_t events) {
-        /* An error on the listening socket comes out of accept4 in accept_some. */
-        (void)events;
-        accept_some((struct sf_fwd *)((char *)ev - offsetof(struct sf_fwd, listen_ev)));
-}
-
-static void listener_resume(struct sf_fwd *fwd) {
-        if (fwd->relay->stopping || fwd->listening || !fwd->listen_started)
-                return;
-        if (fwd->stats.active >= fwd->conf->max_conns)
-                return;
-        fwd->paused_full = false;
-        int r = listen_add(fwd);
-        if (r < 0) {
-                sf_log(SF_LOG_ERROR, fwd->conf->name, 0, "listener %s: epoll_ctl: %s: this forward stops serving",
-                       fwd->conf->listen.text, strerror(-r));
-                fwd_fatal(fwd, r);
-        }
-}
-
 int sf_relay_start(struct sf_relay *relay) {
         int e = sf_evset_init(&relay->ev, relay->loop);
         if (e < 0)
                 return e;
         for (size_t i = 0; i < relay->n_fwds; i++) {
-                struct sf_fwd *f = &relay->fwds[i];
-                uv_timer_init(relay->loop, &f->backoff);
-                f->backoff.data = f;
-                f->backoff_init = true;
-                f->listen_ev.cb = on_listen;
-                f->listen_started = true;
-                int r = listen_add(f);
-                if (r < 0) {
-                        sf_log(SF_LOG_ERROR, f->conf->name, 0, "listener %s: %s", f->conf->listen.text,
-                               strerror(-r));
+                int r = sf_fwd_start(&relay->fwds[i]);
+                if (r < 0)
                         return r;
-                }
         }
         return 0;
 }
@@ -345,14 +181,19 @@ static void maybe_stopped(struct sf_relay *relay) {
                 relay->stopped_cb(relay, relay->stopped_data);
 }
 
-void sf_fwd_conn_gone(struct sf_fwd *fwd) {
-        fwd->n_conns_allocated--;
+static void on_conn_gone(struct sf_fwd *fwd) {
         /* Spare pipes are descriptors: an idle relay holds none. */
         if (allocated_total(fwd->relay) == 0)
                 sf_pipepool_trim(fwd->relay->pipes);
-        if (fwd->paused_full && !fwd->relay->stopping)
-                listener_resume(fwd);
         maybe_stopped(fwd->relay);
+}
+
+static void on_fwd_fatal(struct sf_fwd *fwd, int err) {
+        struct sf_relay *relay = fwd->relay;
+        if (relay->fatal_reported || !relay->fatal_cb)
+                return;
+        relay->fatal_reported = true;
+        relay->fatal_cb(relay, err, relay->fatal_data);
 }
 
 static void on_relay_handle_closed(uv_handle_t *h) {
@@ -396,7 +237,7 @@ void sf_relay_stop(struct sf_relay *relay, uint64_t drain_ms, sf_relay_stopped_c
         size_t n = active_total(relay);
         for (size_t i = 0; i < relay->n_fwds; i++) {
                 struct sf_fwd *f = &relay->fwds[i];
-                listen_pause(f);
+                sf_fwd_listen_pause(f);
                 f->listen_started = false;
                 if (f->backoff_init) {
                         f->backoff_init = false;
@@ -431,6 +272,7 @@ void sf_relay_free(struct sf_relay *relay) {
         for (size_t i = 0; i < relay->n_fwds; i++) {
                 sf_listener_close(&relay->fwds[i].listener);
                 sodium_memzero(&relay->fwds[i].key, sizeof relay->fwds[i].key);
+                sf_preauth_free(&relay->fwds[i].preauth);
         }
         sf_bufpool_free(relay->pool);
         sf_pipepool_free(relay->pipes);

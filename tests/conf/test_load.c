@@ -9,7 +9,7 @@
 
 #include "helpers.h"
 
-#define FORWARD_KEYS "listen, connect, auth, allow-insecure, token-file, alias, env, env-format, mode, owner, group, allow-uid, allow-gid, max-conns, connect-timeout, handshake-timeout, idle-timeout"
+#define FORWARD_KEYS "listen, connect, auth, allow-insecure, token-file, alias, env, env-format, mode, owner, group, allow-uid, allow-gid, max-conns, preauth-max, connect-timeout, handshake-timeout, idle-timeout"
 #define GLOBAL_KEYS "token-file, log-level, log-format, control, user, no-new-privs, drain-timeout, seccomp"
 #define SYNTAX "syntax error, expected [section] or key = value"
 
@@ -69,6 +69,7 @@ Test(load, defaults) {
         cr_assert_eq(f->n_allow_uid, 0);
         cr_assert_eq(f->n_allow_gid, 0);
         cr_assert_eq(f->max_conns, 1024);
+        cr_assert_eq(f->preauth_max, 0);
         cr_assert_eq(f->connect_timeout_ms, 5000);
         cr_assert_eq(f->handshake_timeout_ms, 5000);
         cr_assert_eq(f->idle_timeout_ms, 0);
@@ -101,6 +102,7 @@ Test(load, every_key) {
                 "allow-uid = root 1000, 65534\n"
                 "allow-gid = root|54321\n"
                 "max-conns = 1000000\n"
+                "preauth-max = 16\n"
                 "connect-timeout = 250ms\n"
                 "handshake-timeout = 3s\n"
                 "idle-timeout = 1h\n"
@@ -159,6 +161,7 @@ Test(load, every_key) {
         cr_assert_eq(f->allow_gid[0], 0);
         cr_assert_eq(f->allow_gid[1], 54321);
         cr_assert_eq(f->max_conns, 1000000);
+        cr_assert_eq(f->preauth_max, 16);
         cr_assert_eq(f->connect_timeout_ms, 250);
         cr_assert_eq(f->handshake_timeout_ms, 3000);
         cr_assert_eq(f->idle_timeout_ms, 3600000);
@@ -166,7 +169,7 @@ Test(load, every_key) {
 
         f = &conf.forwards[1];
         cr_assert_str_eq(f->name, "metrics.v2");
-        snprintf(where, sizeof where, "%s:29: [metrics.v2]", path);
+        snprintf(where, sizeof where, "%s:30: [metrics.v2]", path);
         cr_assert_str_eq(f->origin.where, where);
         cr_assert_str_eq(f->listen.host, "127.0.0.1");
         cr_assert_eq(f->n_connect, 1);
@@ -478,6 +481,7 @@ Test(load, forward_value_errors) {
         assert_one_error("[d]\nallow-gid = 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17\n",
                          "2: [d] allow-gid: more than 16 entries, expected at most 16 groups");
         assert_one_error("[d]\nmax-conns = 0\n", "2: [d] max-conns: \"0\" is out of range, expected a number from 1 to 1000000");
+        assert_one_error("[d]\npreauth-max = 3\n", "2: [d] preauth-max: \"3\" is out of range, expected a number from 4 to 1000000");
         assert_one_error("[d]\nmax-conns = lots\n", "2: [d] max-conns: \"lots\" is not a number, expected a number from 1 to 1000000");
         assert_one_error("[d]\nconnect-timeout = 0\n",
                          "2: [d] connect-timeout: \"0\" would time out every connection at once, expected a duration above 0 such as 5s");

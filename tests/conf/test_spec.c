@@ -8,7 +8,7 @@
 #include "helpers.h"
 
 #define SPEC_EXPECTED "expected NAME:LISTEN=CONNECT[,key=value...]"
-#define FORWARD_KEYS "listen, connect, auth, allow-insecure, token-file, alias, env, env-format, mode, owner, group, allow-uid, allow-gid, max-conns, connect-timeout, handshake-timeout, idle-timeout"
+#define FORWARD_KEYS "listen, connect, auth, allow-insecure, token-file, alias, env, env-format, mode, owner, group, allow-uid, allow-gid, max-conns, preauth-max, connect-timeout, handshake-timeout, idle-timeout"
 
 TestSuite(spec, .init = scratch_setup, .fini = scratch_teardown);
 
@@ -72,7 +72,7 @@ Test(spec, candidates_and_keys) {
                 "a:unix:/run/a.sock=unix:/run/host/a.sock|tcp:host.docker.internal:7000|vsock:host:7000"
                 ",auth=token,token-file=/run/secrets/a.token,allow-insecure=yes,alias=/run/ward/a.sock"
                 ",env=DOCKER_HOST,env-format=unix-url,mode=0600,owner=root,group=65534"
-                ",allow-uid=0|65534 1000,allow-gid=root,max-conns=5"
+                ",allow-uid=0|65534 1000,allow-gid=root,max-conns=5,preauth-max=64"
                 ",connect-timeout=1s,handshake-timeout=2s,idle-timeout=1m");
         cr_assert_eq(f->n_connect, 3);
         cr_assert_str_eq(f->connect[0].path, "/run/host/a.sock");
@@ -95,6 +95,7 @@ Test(spec, candidates_and_keys) {
         cr_assert_eq(f->n_allow_gid, 1);
         cr_assert_eq(f->allow_gid[0], 0);
         cr_assert_eq(f->max_conns, 5);
+        cr_assert_eq(f->preauth_max, 64);
         cr_assert_eq(f->connect_timeout_ms, 1000);
         cr_assert_eq(f->handshake_timeout_ms, 2000);
         cr_assert_eq(f->idle_timeout_ms, 60000);
@@ -161,6 +162,8 @@ Test(spec, key_errors) {
         assert_spec_error("a:unix:/a=unix:/b,mode=0600,mode=0644", "mode: duplicate key, expected each key once");
         assert_spec_error("a:unix:/a=unix:/b,mode=8", "mode: \"8\" is not an octal mode, expected octal permission bits such as 0660");
         assert_spec_error("a:unix:/a=unix:/b,max-conns=", "max-conns: empty value, expected a number from 1 to 1000000");
+        assert_spec_error("a:unix:/a=unix:/b,preauth-max=2000000",
+                          "preauth-max: \"2000000\" is out of range, expected a number from 4 to 1000000");
         assert_spec_error("a:unix:/a=unix:/b,owner=no-such-user-sf",
                           "owner: no such user \"no-such-user-sf\", expected a user name known to this system or a numeric UID");
         cr_assert_eq(conf.n_forwards, 0);

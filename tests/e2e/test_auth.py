@@ -6,6 +6,7 @@ addresses only); `ip netns exec` gives it an /etc/hosts where host.docker.intern
 host end, as Docker Desktop does."""
 
 import os
+import resource
 import shutil
 import socket
 import subprocess
@@ -394,6 +395,153 @@ def test_slowloris_connections_are_closed_after_handshake_timeout():
             s.close()
         wait_for(lambda: e.host.fds() == before, what="host relay fds back to %d" % before)
     finally:
+        e.close()
+
+
+# Opens argv[1] TCP connections to argv[2]:argv[3] without waiting for any, says nothing on
+# them, prints how many were established, and holds them all until its stdin closes.
+FLOODER = r"""
+import resource, select, socket, sys, time
+n, host, port = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+ep = select.epoll()
+socks = {}
+for _ in range(n):
+    s = socket.socket()
+    s.setblocking(False)
+    s.connect_ex((host, port))
+    socks[s.fileno()] = s
+    ep.register(s.fileno(), select.EPOLLOUT)
+pending, up = n, 0
+deadline = time.monotonic() + 30
+while pending and time.monotonic() < deadline:
+    for fd, _ in ep.poll(0.5):
+        ep.unregister(fd)
+        pending -= 1
+        up += socks[fd].getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0
+print(up, flush=True)
+sys.stdin.read()
+"""
+
+
+def test_preauth_flood_does_not_starve_authenticated_clients():
+    # One address floods the listener with connections that never authenticate; the good
+    # clients come from the same address (the container's), as they would from a VM's NAT
+    # address. A long handshake-timeout keeps the flood in place for the whole test.
+    n = 2000 if VALGRIND else 8000
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard != resource.RLIM_INFINITY and hard < n + 256:
+        raise Skip("the hard RLIMIT_NOFILE (%d) does not allow %d connections" % (hard, n))
+    e = Env(service="echo", host_extra=",handshake-timeout=30s")
+    flood = None
+    try:
+        base = e.host.fds()
+        flood = subprocess.Popen(["ip", "netns", "exec", NS, sys.executable, "-c", FLOODER, str(n), HOST_IP,
+                                  str(PORT)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        up = int(flood.stdout.readline() or 0)
+        print("# %d of %d idle connections established" % (up, n))
+
+        results = [None] * 20
+
+        def client(i):
+            start = time.monotonic()
+            try:
+                c = connect(e.d + "/container.sock", timeout=20)
+                msg = b"ping%02d" % i
+                c.sendall(msg)
+                got = c.recv(len(msg), socket.MSG_WAITALL)
+                c.close()
+                results[i] = (got == msg, time.monotonic() - start)
+            except OSError as err:
+                results[i] = (False, repr(err))
+
+        threads = [threading.Thread(target=client, args=(i,)) for i in range(20)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        failed = [r for r in results if not r[0]]
+        took = sorted(r[1] for r in results if r[0])
+        if took:
+            print("# handshake and echo behind %d idle connections: max %.0f ms, p50 %.0f ms"
+                  % (up, took[-1] * 1000, took[len(took) // 2] * 1000))
+        assert not failed, "%d of 20 clients failed: %r\n%s" % (len(failed), failed, e.cont.text()[-2000:])
+        assert "pre-auth budget full" in e.host.text(), e.host.text()[-2000:]
+        if not VALGRIND:
+            rss, hwm = e.host.rss_kib(), e.host.status("VmHWM")
+            print("# host relay VmRSS %.1f MiB, VmHWM %.1f MiB" % (rss / 1024, hwm / 1024))
+            assert hwm < 64 * 1024, "host relay peaked at %d KiB" % hwm
+        flood.stdin.close()
+        flood.wait(timeout=30)
+        flood = None
+        wait_for(lambda: e.host.fds() == base, timeout=30, what="host relay fds back to %d" % base)
+    finally:
+        if flood:
+            flood.kill()
+            flood.wait()
+        e.close()
+
+
+def test_preauth_max_evicts_the_oldest_of_a_source_at_its_bound():
+    # preauth-max = 8: 2 per source. Ten silent connections from the host's address leave the
+    # newest two; the eight before them were greeted and then closed, oldest first.
+    e = Env(service="echo", host_extra=",preauth-max=8,handshake-timeout=30s")
+    idle = []
+    try:
+        base = e.host.fds()
+        for _ in range(10):
+            s = socket.create_connection((HOST_IP, PORT))
+            s.settimeout(10)
+            assert s.recv(37, socket.MSG_WAITALL)[:4] == b"SFRY"
+            idle.append(s)
+        for i, s in enumerate(idle[:8]):
+            assert s.recv(1) == b"", "silent connection %d was not evicted" % i
+        for s in idle[8:]:
+            s.settimeout(0.2)
+            try:
+                s.recv(1)
+                raise AssertionError("one of the two newest was closed")
+            except socket.timeout:
+                pass
+        wait_for(lambda: e.host.fds() == base + 2, what="host relay holding the two newest")
+        # a client from another address is not affected, and authenticates past the budget
+        c = connect(e.d + "/container.sock")
+        c.sendall(b"ping")
+        assert c.recv(4, socket.MSG_WAITALL) == b"ping"
+        c.close()
+        assert "pre-auth budget full (8 unauthenticated connections in all, 2 per source" in e.host.text()
+    finally:
+        for s in idle:
+            s.close()
+        e.close()
+
+
+def test_preauth_budget_leaves_descriptors_for_authenticated_clients():
+    # With 64 descriptors the budget is 16, whatever max-conns says: a hundred silent
+    # connections cannot take the descriptors a good client and its upstream socket need.
+    e = Env(service="echo", host_relay=False)
+    idle = []
+    try:
+        e.host = Relay(["relay", "-F", "host:tcp:%s:%d=unix:%s/service.sock,auth=token,token-file=%s,"
+                        "handshake-timeout=30s" % (HOST_IP, PORT, e.d, e.token)],
+                       preexec=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64)))
+        for _ in range(100):
+            s = socket.socket()
+            s.setblocking(False)
+            s.connect_ex((HOST_IP, PORT))
+            idle.append(s)
+        time.sleep(0.5)
+        for i in range(3):
+            c = connect(e.d + "/container.sock")
+            c.settimeout(10)
+            c.sendall(b"ping")
+            assert c.recv(4, socket.MSG_WAITALL) == b"ping", "client %d got nothing" % i
+            c.close()
+        assert e.host.fds() <= 64
+    finally:
+        for s in idle:
+            s.close()
         e.close()
 
 

@@ -26,6 +26,17 @@ Test(linkmsg, status_kinds) {
         cr_assert(strstr(out, "status 77"), "%s", out);
 }
 
+/* A relay that greeted and then closed is a relay, not a "wrong peer": under a flood of
+ * unauthenticated connections its pre-auth budget closes the oldest. */
+Test(linkmsg, closed_after_greeting_is_not_a_wrong_peer) {
+        char out[512];
+        cr_assert_eq(sf_link_status_eof("tcp:h:1", out, sizeof out), SF_LINK_OTHER);
+        cr_assert(strstr(out, "the relay at tcp:h:1 greeted us, then closed") && strstr(out, "unauthenticated"),
+                  "%s", out);
+        cr_assert_null(strstr(out, "wrong peer"), "%s", out);
+        cr_assert_null(strstr(out, "plain TCP"), "%s", out);
+}
+
 Test(linkmsg, wrong_peer_quotes_the_banner) {
         char out[512];
         const char *banner = "SSH-2.0-OpenSSH_9.2p1\r\n";

@@ -1,0 +1,364 @@
+#include "relay/conn_int.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include <linux/vm_sockets.h>
+
+#include "conf/log.h"
+#include "relay/linkmsg.h"
+
+/* Dialing the upstream: the candidates in order from the last good one, each name resolved
+ * and each of its addresses tried, a unix listener's full backlog retried, connect-timeout per
+ * candidate, failures logged when a candidate's state changes. */
+
+static void dial_next(struct sf_conn *c);
+static void try_next_addr(struct sf_conn *c);
+
+static void cand_log_failure(struct sf_conn *c, const char *cause) {
+        struct sf_fwd *fwd = c->fwd;
+        if (!fwd->cand_failing[c->cand]) {
+                fwd->cand_failing[c->cand] = true;
+                sf_log(SF_LOG_WARN, fname(c), c->id, "connect %s: %s", cand_ep(c)->text, cause);
+        } else {
+                sf_log(SF_LOG_DEBUG, fname(c), c->id, "connect %s: %s", cand_ep(c)->text, cause);
+        }
+}
+
+/* Drops the upstream socket of a failed attempt (close() takes it out of the epoll set). */
+void sf_conn_drop_upstream(struct sf_conn *c) {
+        if (c->fd[UPSTREAM] >= 0) {
+                close(c->fd[UPSTREAM]);
+                c->fd[UPSTREAM] = -1;
+        }
+        c->rd[UPSTREAM] = c->wr[UPSTREAM] = c->rdhup[UPSTREAM] = false;
+}
+
+/* A candidate failed: remember why, log on state change only, try the next one. */
+static void cand_failed(struct sf_conn *c, int e, const char *detail) {
+        const struct sf_endpoint *ep = cand_ep(c);
+        char cause[220];
+
+        uv_timer_stop(&c->timer);
+
+        if (detail)
+                snprintf(cause, sizeof cause, "%s", detail);
+        else
+                sf_link_connect_cause(ep, e, cause, sizeof cause);
+        snprintf(c->dial_error, sizeof c->dial_error, "connect %s: %s", ep->text, cause);
+        c->dial_errno = e;
+        cand_log_failure(c, cause);
+
+        if (c->ai_list) {
+                freeaddrinfo(c->ai_list);
+                c->ai_list = c->ai_next = NULL;
+        }
+        sf_conn_drop_upstream(c);
+        c->cand = (c->cand + 1) % (int)c->fwd->conf->n_connect;
+        c->tries++;
+        dial_next(c);
+}
+
+static void all_candidates_failed(struct sf_conn *c) {
+        struct sf_fwd *fwd = c->fwd;
+        struct sf_relay_stats *st = &fwd->stats;
+        uint64_t *counter = c->dial_errno == ETIMEDOUT ? &st->err_timeout
+                            : c->dial_errno == ECONNREFUSED || c->dial_errno == ENOENT ? &st->err_refused
+                                                                                        : &st->err_other;
+        char msg[256];
+        if (fwd->conf->n_connect > 1)
+                snprintf(msg, sizeof msg, "upstream unavailable: no candidate answered; last: %s", c->dial_error);
+        else
+                snprintf(msg, sizeof msg, "upstream unavailable: %s", c->dial_error);
+        note_error(c, counter, msg);
+        if (sf_fwd_ratelimit(fwd))
+                sf_log(SF_LOG_ERROR, fname(c), c->id, "%s; closing the client connection", msg);
+        if (c->hs_server)
+                sf_conn_status_and_linger(c, SF_HS_UPSTREAM_UNAVAILABLE, c->dial_error);
+        else
+                sf_conn_close(c, msg);
+}
+
+static void upstream_connected(struct sf_conn *c) {
+        struct sf_fwd *fwd = c->fwd;
+        if (fwd->cand_failing[c->cand]) {
+                fwd->cand_failing[c->cand] = false;
+                sf_log(SF_LOG_INFO, fname(c), c->id, "connect %s: reachable again", cand_ep(c)->text);
+        }
+        if (fwd->last_good != c->cand)
+                sf_log(SF_LOG_DEBUG, fname(c), c->id, "using %s", cand_ep(c)->text);
+        fwd->last_good = c->cand;
+        fwd->stats.candidate = c->cand;
+        if (c->upstream_family == AF_INET || c->upstream_family == AF_INET6) {
+                int one = 1;
+                setsockopt(c->fd[UPSTREAM], IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        }
+        /* A socket that just connected has an empty send buffer. */
+        c->wr[UPSTREAM] = true;
+        uv_timer_stop(&c->timer);
+
+        if (fwd->has_key && is_net_family(c->upstream_family)) {
+                c->state = ST_AWAIT_HELLO;
+                c->hs_len = 0;
+                sf_conn_timer_arm(c, fwd->conf->handshake_timeout_ms);
+                sf_conn_progress(c);
+                return;
+        }
+        if (c->hs_server && !sf_conn_server_confirm(c))
+                return;
+        c->greeting_check = is_net_family(c->upstream_family);
+        sf_conn_start_relaying(c);
+}
+
+static int sockaddr_for(const struct sf_endpoint *ep, struct sockaddr_storage *ss, socklen_t *len) {
+        memset(ss, 0, sizeof *ss);
+        if (ep->kind == SF_EP_UNIX || ep->kind == SF_EP_ABSTRACT) {
+                struct sockaddr_un *sa = (struct sockaddr_un *)ss;
+                size_t n = strlen(ep->path);
+                sa->sun_family = AF_UNIX;
+                if (ep->kind == SF_EP_ABSTRACT) {
+                        memcpy(sa->sun_path + 1, ep->path, n);
+                        *len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+                } else {
+                        memcpy(sa->sun_path, ep->path, n);
+                        *len = sizeof *sa;
+                }
+                return AF_UNIX;
+        }
+        if (ep->kind == SF_EP_VSOCK) {
+                struct sockaddr_vm *sa = (struct sockaddr_vm *)ss;
+                sa->svm_family = AF_VSOCK;
+                sa->svm_cid = ep->cid;
+                sa->svm_port = ep->port;
+                *len = sizeof *sa;
+                return AF_VSOCK;
+        }
+        struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+        if (inet_pton(AF_INET, ep->host, &s4->sin_addr) == 1) {
+                s4->sin_family = AF_INET;
+                s4->sin_port = htons((uint16_t)ep->port);
+                *len = sizeof *s4;
+                return AF_INET;
+        }
+        if (inet_pton(AF_INET6, ep->host, &s6->sin6_addr) == 1) {
+                s6->sin6_family = AF_INET6;
+                s6->sin6_port = htons((uint16_t)ep->port);
+                *len = sizeof *s6;
+                return AF_INET6;
+        }
+        return -1; /* a name: resolve first */
+}
+
+/* Starts a non-blocking connect to addr. Returns 0 when connected or in progress (an event
+ * says when it is done), -errno on failure. */
+static int connect_addr(struct sf_conn *c, const struct sockaddr *addr, socklen_t len, bool *in_progress) {
+        *in_progress = false;
+        int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return -errno;
+        c->upstream_family = addr->sa_family;
+        c->dir[UPSTREAM].no_splice = addr->sa_family == AF_UNIX;
+        int e = connect(fd, addr, len) < 0 ? errno : 0;
+        if (e == EINPROGRESS) {
+                *in_progress = true;
+                e = 0;
+        }
+        /* Added after connect(): a socket not connected yet reports EPOLLHUP, and the ADD
+         * itself reports a connection that completed in between. */
+        if (e == 0) {
+                int r = sf_evset_add(c->fwd->ev, fd, &c->ev[UPSTREAM]);
+                if (r < 0) {
+                        e = -r;
+                        *in_progress = false;
+                }
+        }
+        if (e) {
+                close(fd);
+                return -e;
+        }
+        c->fd[UPSTREAM] = fd;
+        return 0;
+}
+
+static uint64_t remaining_ms(struct sf_conn *c) {
+        uint64_t now = uv_now(c->fwd->loop);
+        return c->dial_deadline > now ? c->dial_deadline - now : 1;
+}
+
+static void try_next_addr(struct sf_conn *c) {
+        int last = EHOSTUNREACH;
+        while (c->ai_next) {
+                struct addrinfo *ai = c->ai_next;
+                c->ai_next = ai->ai_next;
+                bool in_progress;
+                int r = connect_addr(c, ai->ai_addr, ai->ai_addrlen, &in_progress);
+                if (r == 0) {
+                        if (in_progress) {
+                                sf_conn_timer_arm(c, remaining_ms(c));
+                        } else {
+                                upstream_connected(c);
+                        }
+                        return;
+                }
+                last = -r;
+        }
+        cand_failed(c, last, NULL);
+}
+
+static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res) {
+        struct gai_req *g = (struct gai_req *)req;
+        struct sf_conn *c = g->conn;
+        free(g);
+        if (!c) {
+                uv_freeaddrinfo(res);
+                return;
+        }
+        c->gai = NULL;
+        if (status < 0) {
+                char cause[200];
+                sf_link_resolve_cause(cand_ep(c), uv_strerror(status), cause, sizeof cause);
+                uv_freeaddrinfo(res);
+                uv_timer_stop(&c->timer);
+                cand_failed(c, EHOSTUNREACH, cause);
+                return;
+        }
+        c->ai_list = c->ai_next = res;
+        try_next_addr(c);
+}
+
+static void dial_candidate(struct sf_conn *c) {
+        const struct sf_endpoint *ep = cand_ep(c);
+        struct sockaddr_storage ss;
+        socklen_t len;
+        int family = sockaddr_for(ep, &ss, &len);
+
+        if (family < 0) {
+                struct gai_req *g = calloc(1, sizeof *g);
+                char port[16];
+                struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV | AI_ADDRCONFIG };
+                if (!g) {
+                        cand_failed(c, ENOMEM, NULL);
+                        return;
+                }
+                g->conn = c;
+                snprintf(port, sizeof port, "%u", ep->port);
+                int r = uv_getaddrinfo(c->fwd->loop, &g->req, on_resolved, ep->host, port, &hints);
+                if (r < 0) {
+                        free(g);
+                        cand_failed(c, -r, NULL);
+                        return;
+                }
+                c->gai = g;
+                sf_conn_timer_arm(c, remaining_ms(c));
+                return;
+        }
+        bool in_progress;
+        int r = connect_addr(c, (struct sockaddr *)&ss, len, &in_progress);
+        bool retry = r == -EAGAIN && family == AF_UNIX;
+        if (r == -EMFILE || r == -ENFILE) {
+                /* The accept took the last descriptor: stop accepting more, and let this
+                 * client wait for one as it would in the backlog. */
+                char what[300];
+                snprintf(what, sizeof what, "connect %s", ep->text);
+                sf_fwd_pause_out_of_fds(c->fwd, what, -r);
+                retry = true;
+        }
+        if (retry) {
+                /* Also a unix listener with a full backlog: the kernel does not queue us, so
+                 * retry shortly until connect-timeout rather than failing a burst of clients. */
+                if (uv_now(c->fwd->loop) + DIAL_RETRY_MS < c->dial_deadline) {
+                        sf_conn_timer_arm(c, DIAL_RETRY_MS);
+                        return;
+                }
+                if (r == -EAGAIN)
+                        r = -ETIMEDOUT;
+        }
+        if (r < 0) {
+                cand_failed(c, -r, NULL);
+                return;
+        }
+        if (in_progress) {
+                sf_conn_timer_arm(c, remaining_ms(c));
+        } else {
+                upstream_connected(c);
+        }
+}
+
+static void dial_next(struct sf_conn *c) {
+        if (c->closing)
+                return;
+        if (c->tries >= c->fwd->conf->n_connect) {
+                all_candidates_failed(c);
+                return;
+        }
+        c->dial_deadline = uv_now(c->fwd->loop) + c->fwd->conf->connect_timeout_ms;
+        dial_candidate(c);
+}
+
+void sf_conn_dial_start(struct sf_conn *c) {
+        c->state = ST_DIALING;
+        c->tries = 0;
+        c->cand = c->fwd->last_good >= 0 ? c->fwd->last_good : 0;
+        dial_next(c);
+}
+
+void sf_conn_dial_ready(struct sf_conn *c, uint32_t events) {
+        int err = 0;
+        socklen_t len = sizeof err;
+        /* A failed connect always reports EPOLLERR or EPOLLHUP: plain EPOLLOUT is success,
+         * and spares a getsockopt per connection. */
+        if (!(events & EPOLLOUT) || (events & (EPOLLERR | EPOLLHUP)))
+                if (getsockopt(c->fd[UPSTREAM], SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+                        err = errno;
+        if (!err && !(events & EPOLLOUT))
+                return; /* still connecting */
+        if (err) {
+                if (c->ai_next) {
+                        /* The name has another address: try it. */
+                        uv_timer_stop(&c->timer);
+                        c->dial_errno = err;
+                        sf_conn_drop_upstream(c);
+                        try_next_addr(c);
+                        return;
+                }
+                cand_failed(c, err, NULL);
+                return;
+        }
+        uv_timer_stop(&c->timer);
+        upstream_connected(c);
+}
+
+void sf_conn_dial_timeout(struct sf_conn *c) {
+        if (c->gai || c->fd[UPSTREAM] >= 0 || uv_now(c->fwd->loop) + DIAL_RETRY_MS >= c->dial_deadline) {
+                if (c->gai) {
+                        c->gai->conn = NULL;
+                        uv_cancel((uv_req_t *)&c->gai->req);
+                        c->gai = NULL;
+                }
+                char cause[200];
+                sf_link_timeout_cause(cand_ep(c), c->fwd->conf->connect_timeout_ms, cause, sizeof cause);
+                cand_failed(c, ETIMEDOUT, cause);
+                return;
+        }
+        dial_candidate(c); /* unix backlog retry */
+}
+
+void sf_conn_dial_cancel(struct sf_conn *c) {
+        if (c->gai) {
+                c->gai->conn = NULL;
+                c->gai = NULL;
+        }
+        if (c->ai_list) {
+                freeaddrinfo(c->ai_list);
+                c->ai_list = c->ai_next = NULL;
+        }
+}

@@ -1,0 +1,194 @@
+#include "relay/forward.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "conf/log.h"
+
+/* One forward's listener: accepting in batches, pausing at max-conns and when out of
+ * descriptors (with a backoff), resuming when a connection is gone; and the per-forward
+ * error accounting its connections report to. The relay and the connections come in through
+ * the callbacks of struct sf_fwd only, so nothing here depends on them. */
+
+#define ACCEPT_BATCH 64
+#define BACKOFF_MIN_MS 50
+#define BACKOFF_MAX_MS 1000
+#define RATELIMIT_PER_SEC 5
+
+static void listener_resume(struct sf_fwd *fwd);
+
+/* In the relay's epoll set, as the connections are: an accept costs no libuv turn. */
+static int listen_add(struct sf_fwd *fwd) {
+        int r = sf_evset_add_listener(fwd->ev, fwd->listener.fd, &fwd->listen_ev);
+        if (r == 0)
+                fwd->listening = true;
+        return r;
+}
+
+void sf_fwd_listen_pause(struct sf_fwd *fwd) {
+        if (!fwd->listening)
+                return;
+        sf_evset_del(fwd->ev, fwd->listener.fd);
+        fwd->listening = false;
+}
+
+/* The listening socket itself broke: this forward cannot serve any more. */
+static void fwd_fatal(struct sf_fwd *fwd, int err) {
+        sf_fwd_listen_pause(fwd);
+        fwd->fatal(fwd, err);
+}
+
+static void on_backoff(uv_timer_t *t) {
+        listener_resume(t->data);
+}
+
+void sf_fwd_note_error(struct sf_fwd *fwd, uint64_t *counter, const char *msg) {
+        (*counter)++;
+        snprintf(fwd->stats.last_error, sizeof fwd->stats.last_error, "%s", msg);
+        fwd->stats.last_error_time = time(NULL);
+}
+
+bool sf_fwd_ratelimit(struct sf_fwd *fwd) {
+        uint64_t now = uv_now(fwd->loop);
+        if (now - fwd->ratelimit_start_ms >= 1000) {
+                if (fwd->ratelimit_suppressed)
+                        sf_log(SF_LOG_WARN, fwd->conf->name, 0, "%u similar messages suppressed in the last second",
+                               fwd->ratelimit_suppressed);
+                fwd->ratelimit_start_ms = now;
+                fwd->ratelimit_count = 0;
+                fwd->ratelimit_suppressed = 0;
+        }
+        if (fwd->ratelimit_count < RATELIMIT_PER_SEC) {
+                fwd->ratelimit_count++;
+                return true;
+        }
+        fwd->ratelimit_suppressed++;
+        return false;
+}
+
+void sf_fwd_pause_out_of_fds(struct sf_fwd *fwd, const char *what, int err) {
+        /* Under a storm the pressure comes and goes: one line per minute says it, not one
+         * per pause. */
+        uint64_t now = uv_now(fwd->loop);
+        if (!fwd->paused_fds && (!fwd->fds_logged_ms || now - fwd->fds_logged_ms >= 60000)) {
+                fwd->fds_logged_ms = now;
+                sf_log(SF_LOG_ERROR, fwd->conf->name, 0,
+                       "%s: %s — pausing new connections; raise the limit (ulimit -n / LimitNOFILE=) or lower "
+                       "max-conns",
+                       what, strerror(err));
+        }
+        if (fwd->paused_fds && !fwd->listening)
+                return; /* paused already: the backoff timer resumes */
+        fwd->paused_fds = true;
+        sf_fwd_listen_pause(fwd);
+        fwd->backoff_ms = fwd->backoff_ms ? fwd->backoff_ms * 2 : BACKOFF_MIN_MS;
+        if (fwd->backoff_ms > BACKOFF_MAX_MS)
+                fwd->backoff_ms = BACKOFF_MAX_MS;
+        if (fwd->backoff_init)
+                uv_timer_start(&fwd->backoff, on_backoff, fwd->backoff_ms, 0);
+}
+
+static void accept_some(struct sf_fwd *fwd) {
+        for (int i = 0; i < ACCEPT_BATCH; i++) {
+                if (fwd->stats.active - fwd->preauth.count >= fwd->conf->max_conns) {
+                        /* Leave the rest in the kernel's backlog until a connection ends. */
+                        if (!fwd->paused_full)
+                                sf_log(SF_LOG_WARN, fwd->conf->name, 0,
+                                       "max-conns %u reached: new connections wait in the backlog",
+                                       fwd->conf->max_conns);
+                        fwd->paused_full = true;
+                        sf_fwd_listen_pause(fwd);
+                        return;
+                }
+                int fd = accept4(fwd->listener.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+                if (fd < 0) {
+                        int e = errno;
+                        if (e == EAGAIN || e == EINTR || e == ECONNABORTED || e == EPROTO)
+                                return;
+                        /* An unauthenticated peer's descriptor is the first to give back. */
+                        if ((e == EMFILE || e == ENFILE) && sf_preauth_evict_oldest(&fwd->preauth))
+                                continue;
+                        if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
+                                /* The pending connection stays readable: polling on would spin. */
+                                char what[300];
+                                snprintf(what, sizeof what, "accept on %s", fwd->conf->listen.text);
+                                sf_fwd_pause_out_of_fds(fwd, what, e);
+                                return;
+                        }
+                        sf_log(SF_LOG_ERROR, fwd->conf->name, 0, "accept on %s: %s: this forward stops serving",
+                               fwd->conf->listen.text, strerror(e));
+                        fwd_fatal(fwd, -e);
+                        return;
+                }
+                if (fwd->paused_fds) {
+                        sf_log(SF_LOG_DEBUG, fwd->conf->name, 0, "accepting again on %s", fwd->conf->listen.text);
+                        fwd->paused_fds = false;
+                        fwd->backoff_ms = 0;
+                }
+                if (fwd->conf->n_allow_uid || fwd->conf->n_allow_gid) {
+                        struct ucred cred = { .pid = 0 };
+                        socklen_t len = sizeof cred;
+                        bool ok = false;
+                        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+                                for (size_t k = 0; k < fwd->conf->n_allow_uid; k++)
+                                        ok = ok || cred.uid == fwd->conf->allow_uid[k];
+                                for (size_t k = 0; k < fwd->conf->n_allow_gid; k++)
+                                        ok = ok || cred.gid == fwd->conf->allow_gid[k];
+                        }
+                        if (!ok) {
+                                char msg[200];
+                                snprintf(msg, sizeof msg,
+                                         "refused a connection from uid %u gid %u (pid %d): not in allow-uid/allow-gid",
+                                         (unsigned)cred.uid, (unsigned)cred.gid, (int)cred.pid);
+                                if (sf_fwd_ratelimit(fwd))
+                                        sf_log(SF_LOG_WARN, fwd->conf->name, 0, "%s", msg);
+                                sf_fwd_note_error(fwd, &fwd->stats.err_denied, msg);
+                                close(fd);
+                                continue;
+                        }
+                }
+                fwd->accepted(fwd, fd);
+        }
+}
+
+static void on_listen(struct sf_ev *ev, uint32_t events) {
+        /* An error on the listening socket comes out of accept4 in accept_some. */
+        (void)events;
+        accept_some((struct sf_fwd *)((char *)ev - offsetof(struct sf_fwd, listen_ev)));
+}
+
+static void listener_resume(struct sf_fwd *fwd) {
+        if (fwd->listening || !fwd->listen_started)
+                return;
+        if (fwd->stats.active - fwd->preauth.count >= fwd->conf->max_conns)
+                return;
+        fwd->paused_full = false;
+        int r = listen_add(fwd);
+        if (r < 0) {
+                sf_log(SF_LOG_ERROR, fwd->conf->name, 0, "listener %s: epoll_ctl: %s: this forward stops serving",
+                       fwd->conf->listen.text, strerror(-r));
+                fwd_fatal(fwd, r);
+        }
+}
+
+int sf_fwd_start(struct sf_fwd *fwd) {
+        uv_timer_init(fwd->loop, &fwd->backoff);
+        fwd->backoff.data = fwd;
+        fwd->backoff_init = true;
+        fwd->listen_ev.cb = on_listen;
+        fwd->listen_started = true;
+        int r = listen_add(fwd);
+        if (r < 0)
+                sf_log(SF_LOG_ERROR, fwd->conf->name, 0, "listener %s: %s", fwd->conf->listen.text, strerror(-r));
+        return r;
+}
+
+void sf_fwd_conn_gone(struct sf_fwd *fwd) {
+        fwd->n_conns_allocated--;
+        if (fwd->paused_full)
+                listener_resume(fwd);
+        fwd->conn_gone(fwd);
+}
