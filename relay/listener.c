@@ -13,9 +13,9 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
-#include <linux/vm_sockets.h>
 
 #include "conf/log.h"
+#include "relay/platform.h"
 #include "relay/sockpath.h"
 
 #define LISTEN_BACKLOG 4096
@@ -119,9 +119,9 @@ static int open_unix(const struct sf_forward *f, struct sf_listener *l) {
                 salen = sizeof sa;
         }
 
-        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        int fd = sf_socket(AF_UNIX, SOCK_STREAM);
         if (fd < 0) {
-                r = -errno;
+                r = fd;
                 sf_log(SF_LOG_ERROR, name, 0, "listen %s: socket: %s", f->listen.text, strerror(-r));
                 return r;
         }
@@ -190,9 +190,9 @@ static int open_tcp(const struct sf_forward *f, struct sf_listener *l) {
         }
         int e = EADDRNOTAVAIL;
         for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-                int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+                int fd = sf_socket(ai->ai_family, ai->ai_socktype);
                 if (fd < 0) {
-                        e = errno;
+                        e = -fd;
                         continue;
                 }
                 int one = 1;
@@ -212,9 +212,16 @@ static int open_tcp(const struct sf_forward *f, struct sf_listener *l) {
 }
 
 static int open_vsock(const struct sf_forward *f, struct sf_listener *l) {
-        int fd = socket(AF_VSOCK, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        struct sockaddr_storage sa;
+        socklen_t salen;
+        if (sf_vsock_sockaddr(f->listen.cid, f->listen.port, &sa, &salen) < 0) {
+                sf_log(SF_LOG_ERROR, f->name, 0, "listen %s: vsock exists on Linux only; use a tcp: endpoint",
+                       f->listen.text);
+                return -EAFNOSUPPORT;
+        }
+        int fd = sf_socket(sf_af_vsock, SOCK_STREAM);
         if (fd < 0) {
-                int e = errno;
+                int e = -fd;
                 if (e == EPERM || e == EACCES)
                         sf_log(SF_LOG_ERROR, f->name, 0,
                                "listen %s: AF_VSOCK sockets are denied here (%s): Docker's default seccomp "
@@ -227,15 +234,14 @@ static int open_vsock(const struct sf_forward *f, struct sf_listener *l) {
                                f->listen.text, strerror(e));
                 return -e;
         }
-        struct sockaddr_vm sa = { .svm_family = AF_VSOCK, .svm_cid = f->listen.cid, .svm_port = f->listen.port };
-        if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, LISTEN_BACKLOG) < 0) {
+        if (bind(fd, (struct sockaddr *)&sa, salen) < 0 || listen(fd, LISTEN_BACKLOG) < 0) {
                 int e = errno;
                 sf_log(SF_LOG_ERROR, f->name, 0, "listen %s: %s%s", f->listen.text, strerror(e), bind_hint(e));
                 close(fd);
                 return -e;
         }
         l->fd = fd;
-        l->family = AF_VSOCK;
+        l->family = sf_af_vsock;
         return 0;
 }
 
