@@ -42,6 +42,9 @@ hmusl=$(find "$hstage" -name sockferry-preload-musl.so -type f)
 tests/hardening/check_hardening.sh "${hargs[@]}"
 rm -rf "$hstage"
 
+# The code macOS runs (-Dportable=true) through the e2e suites and valgrind (issue 14).
+$SUDO tests/portable/ci-stage.sh "$PWD/build-portable"
+
 # One closing line for the whole run, counted from meson's test logs.
 python3 - build-ci/meson-logs/testlog.json build-asan/meson-logs/testlog.json <<'PY'
 import json, sys
