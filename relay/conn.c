@@ -105,6 +105,13 @@ static void on_event(struct sf_conn *c, int side, uint32_t events) {
                 c->rdhup[side] = true;
         if (events & (SF_EV_OUT | SF_EV_HUP | SF_EV_ERR))
                 c->wr[side] = true;
+        if (c->state == ST_DIALING && side == CLIENT && (events & SF_EV_HUP) && !sf_sock_unread(&c->sock[CLIENT])) {
+                /* Gone with nothing left to deliver before its upstream answered: the dial
+                 * and its descriptors go now, not at connect-timeout. A client that only
+                 * half-closed (RDHUP) may still wait for the reply, and keeps its dial. */
+                sf_conn_close(c, "the client hung up while its upstream was being dialed");
+                return;
+        }
         if (c->state == ST_DIALING && side == UPSTREAM) {
                 /* The edge that says connected may say readable too: the flags keep it. */
                 sf_conn_dial_ready(c, events);

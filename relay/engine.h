@@ -25,14 +25,16 @@
  *                     sf_sock_init(s, cb), sf_sock_is_open(s), sf_sock_adopt(e, s, fd, family),
  *                     sf_sock_connect(e, s, addr, len, &in_progress), sf_sock_recv(s, buf, n),
  *                     sf_sock_send(s, buf, n), sf_sock_shutdown(s), sf_sock_close(e, s),
- *                     sf_sock_error(s), sf_sock_nodelay(s), sf_sock_peername(s, ss, len),
+ *                     sf_sock_error(s), sf_sock_unread(s) (bytes received, not yet read),
+ *                     sf_sock_nodelay(s), sf_sock_peername(s, ss, len),
  *                     and for bulk transfers sf_sock_pipe_get/put(e, pipe, left),
  *                     sf_sock_to_pipe(s, pipe, n), sf_sock_from_pipe(pipe, s, n) (EINVAL
  *                     where there is no splice).
  *
  * recv/send return n, 0 at EOF (recv), or -1 with errno (EAGAIN: wait for the next event).
- * SF_EV_IN: readable (or EOF, or error); SF_EV_OUT: writable; SF_EV_RDHUP/SF_EV_HUP: the peer
- * closed; SF_EV_ERR: sf_sock_error says why. */
+ * SF_EV_IN: readable (or EOF, or error); SF_EV_OUT: writable; SF_EV_RDHUP: the peer shut down
+ * its side (a half-close, or more); SF_EV_HUP: both directions are shut, the peer is gone (the
+ * Linux engine only: libuv streams report the EOF alone); SF_EV_ERR: sf_sock_error says why. */
 #ifdef SF_PORTABLE
 #include "relay/engine_uv.h"
 #else

@@ -8,6 +8,7 @@
 #include <netinet/tcp.h>
 #include <stdbool.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <uv.h>
@@ -174,6 +175,11 @@ static inline int sf_sock_error(struct sf_sock *s) {
         if (getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
                 err = errno;
         return err;
+}
+
+static inline size_t sf_sock_unread(struct sf_sock *s) {
+        int n = 0;
+        return ioctl(s->fd, FIONREAD, &n) == 0 && n > 0 ? (size_t)n : 0;
 }
 
 static inline void sf_sock_nodelay(struct sf_sock *s) {

@@ -472,6 +472,11 @@ int sf_sock_error(struct sf_sock *s) {
         return s->h->err;
 }
 
+size_t sf_sock_unread(struct sf_sock *s) {
+        struct sf_uvsock *h = s->h;
+        return h && h->in ? h->in_len - h->in_off : 0;
+}
+
 void sf_sock_nodelay(struct sf_sock *s) {
         struct sf_uvsock *h = s->h;
         if (h->is_tcp && h->opened)
