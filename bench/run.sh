@@ -11,7 +11,10 @@
 #   IDLE_COUNTS="1000 10000"   idle connections held in the memory test
 #   MODE=all          all | speed | memory
 #   ONLY=             contenders to run (default: every one available):
-#                     tcp unix socat proxyd sockferry sf-pair sf-auth sf-apart
+#                     tcp unix socat proxyd sockferry portable sf-pair sf-auth sf-apart
+#   PORTABLE=         a sockferry built with -Dportable=true (the engine macOS runs), benched
+#                     as `portable` with sockferry's forward (default:
+#                     build-bench-portable/shim/sockferry next to bench/, when it exists)
 #   SF_ARGS=          extra arguments for `sockferry relay` (e.g. -q)
 #   WAIT_QUIET=0      before each contender, wait up to this many seconds for the machine to be
 #                     idle (under 10 % busy over 1 s); the busy % found is recorded either way
@@ -35,6 +38,7 @@ WAIT_QUIET=${WAIT_QUIET:-0}
 OUT=${OUT:-$BUILD/bench-results}
 SF_LOAD=$BUILD/bench/sf-load
 SOCKFERRY=$BUILD/shim/sockferry
+PORTABLE=${PORTABLE:-$HERE/../build-bench-portable/shim/sockferry}
 PROXYD=/lib/systemd/systemd-socket-proxyd
 [[ -x $PROXYD ]] || PROXYD=/usr/lib/systemd/systemd-socket-proxyd
 
@@ -165,7 +169,9 @@ AVAILABLE=(tcp unix)
 command -v socat >/dev/null && AVAILABLE+=(socat)
 [[ -x $PROXYD ]] && command -v systemd-socket-activate >/dev/null && AVAILABLE+=(proxyd)
 if [[ -x $SOCKFERRY ]]; then
-        AVAILABLE+=(sockferry sf-pair)
+        AVAILABLE+=(sockferry)
+        [[ -x $PORTABLE ]] && AVAILABLE+=(portable)
+        AVAILABLE+=(sf-pair)
         if "$SOCKFERRY" keygen -o "$T/token" >/dev/null 2>&1; then
                 AVAILABLE+=(sf-auth)
                 command -v taskset >/dev/null && (($(nproc) >= 2)) && AVAILABLE+=(sf-apart)
@@ -180,7 +186,7 @@ done
 fds_per_conn() {
         case $1 in
         proxyd) echo 6 ;;            # two sockets and two pipes for splice()
-        sockferry|sf-pair|sf-auth|sf-apart) echo 2 ;;
+        sockferry|portable|sf-pair|sf-auth|sf-apart) echo 2 ;;
         *) echo 1 ;;                 # socat: one child per connection; client and server hold one
         esac
 }
@@ -225,11 +231,13 @@ start_contender() {
                         "$PROXYD" --connections-max="$MAXC" "127.0.0.1:$SRV_PORT") 2>>"$T/$NAME.log" &
                 ROOTS=($!)
                 ;;
-        sockferry)
-                EP=unix:$T/sf.sock
+        sockferry|portable)
+                local bin=$SOCKFERRY
+                [[ $NAME == portable ]] && bin=$PORTABLE
+                EP=unix:$T/$NAME.sock
                 # shellcheck disable=SC2086
-                "$SOCKFERRY" relay $SF_ARGS \
-                        -F "b:unix:$T/sf.sock=tcp:127.0.0.1:$SRV_PORT,max-conns=$MAXC" 2>>"$T/$NAME.log" &
+                "$bin" relay $SF_ARGS \
+                        -F "b:unix:$T/$NAME.sock=tcp:127.0.0.1:$SRV_PORT,max-conns=$MAXC" 2>>"$T/$NAME.log" &
                 ROOTS=($!)
                 ;;
         sf-pair)

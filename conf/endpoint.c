@@ -5,8 +5,13 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/un.h>
 
 #define EXPECTED "expected unix:/abs/path, unix:@name, tcp:HOST:PORT, tcp:[V6]:PORT, vsock:CID|host|any:PORT, systemd:NAME or fd:N"
+
+/* The system's sun_path: 108 bytes on Linux, 104 on macOS and the BSDs. A path must fit with
+ * its NUL; an abstract name (Linux) with its leading NUL. */
+#define SUN_PATH_LEN sizeof(((struct sockaddr_un *)0)->sun_path)
 
 static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
@@ -70,16 +75,20 @@ int sf_endpoint_parse_n(const char *s, size_t len, struct sf_endpoint *ep, char 
                 if (n > 0 && p[0] == '@') {
                         if (n == 1)
                                 return fail(err, errlen, "%s: empty abstract socket name, expected unix:@name%s", text, "");
-                        if (n - 1 >= sizeof ep->path)
-                                return fail(err, errlen, "%s: abstract name is too long (106 bytes at most)%s", text, "");
+                        if (n - 1 >= SUN_PATH_LEN)
+                                return fail(err, errlen, "%s: abstract name is too long (%zu bytes at most)%s", text,
+                                            SUN_PATH_LEN - 2, "");
                         ep->kind = SF_EP_ABSTRACT;
                         memcpy(ep->path, p + 1, n - 1);
                         return 0;
                 }
                 if (n == 0 || p[0] != '/')
                         return fail(err, errlen, "%s: unix socket path must be absolute, expected unix:/abs/path%s", text, "");
-                if (n >= sizeof ep->path)
-                        return fail(err, errlen, "%s: unix socket path is too long (107 bytes at most, a kernel limit); use a shorter directory%s", text, "");
+                if (n >= SUN_PATH_LEN)
+                        return fail(err, errlen,
+                                    "%s: unix socket path is too long (%zu bytes at most, a kernel limit); use a shorter "
+                                    "directory%s",
+                                    text, SUN_PATH_LEN - 1, "");
                 ep->kind = SF_EP_UNIX;
                 memcpy(ep->path, p, n);
                 return 0;

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <unistd.h>
 
 #include "conf/log.h"
@@ -46,14 +45,10 @@ void sf_conn_close(struct sf_conn *c, const char *reason) {
         fwd->stats.active--;
         sf_conn_preauth_leave(c);
 
-        /* close() drops a socket from the epoll set; the memory waits for the timer's close
-         * callback, after any event of the current batch that still names it. */
-        sf_evset_cancel(c->fwd->ev, &c->ev[CLIENT]);
+        /* The memory waits for the timer's close callback, after any event of the current
+         * batch that still names it. */
         for (int i = 0; i < 2; i++) {
-                if (c->fd[i] >= 0) {
-                        close(c->fd[i]);
-                        c->fd[i] = -1;
-                }
+                sf_sock_close(fwd->eng, &c->sock[i]);
                 sf_conn_release_buf(c, i);
         }
         sf_conn_dial_cancel(c);
@@ -105,23 +100,27 @@ static void on_event(struct sf_conn *c, int side, uint32_t events) {
                 return;
         }
         c->last_activity = uv_now(c->fwd->loop);
-        if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+        if (events & (SF_EV_IN | SF_EV_RDHUP | SF_EV_HUP | SF_EV_ERR))
                 c->rd[side] = true;
-        if (events & (EPOLLRDHUP | EPOLLHUP))
+        if (events & (SF_EV_RDHUP | SF_EV_HUP))
                 c->rdhup[side] = true;
-        if (events & (EPOLLOUT | EPOLLHUP | EPOLLERR))
+        if (events & (SF_EV_OUT | SF_EV_HUP | SF_EV_ERR))
                 c->wr[side] = true;
+        if (c->state == ST_DIALING && side == CLIENT && (events & SF_EV_HUP) && !sf_sock_unread(&c->sock[CLIENT])) {
+                /* Gone with nothing left to deliver before its upstream answered: the dial
+                 * and its descriptors go now, not at connect-timeout. A client that only
+                 * half-closed (RDHUP) may still wait for the reply, and keeps its dial. */
+                sf_conn_close(c, "the client hung up while its upstream was being dialed");
+                return;
+        }
         if (c->state == ST_DIALING && side == UPSTREAM) {
                 /* The edge that says connected may say readable too: the flags keep it. */
                 sf_conn_dial_ready(c, events);
                 return;
         }
-        if (events & EPOLLERR) {
+        if (events & SF_EV_ERR) {
                 /* The socket's own error says what happened; reading it also clears it. */
-                int err = 0;
-                socklen_t len = sizeof err;
-                if (getsockopt(c->fd[side], SOL_SOCKET, SO_ERROR, &err, &len) < 0)
-                        err = errno;
+                int err = sf_sock_error(&c->sock[side]);
                 if (err) {
                         sf_conn_relay_error(c, err);
                         return;
@@ -131,11 +130,11 @@ static void on_event(struct sf_conn *c, int side, uint32_t events) {
 }
 
 static void on_client_ev(struct sf_ev *ev, uint32_t events) {
-        on_event((struct sf_conn *)((char *)ev - offsetof(struct sf_conn, ev[CLIENT])), CLIENT, events);
+        on_event((struct sf_conn *)((char *)ev - offsetof(struct sf_conn, sock[CLIENT].ev)), CLIENT, events);
 }
 
 static void on_upstream_ev(struct sf_ev *ev, uint32_t events) {
-        on_event((struct sf_conn *)((char *)ev - offsetof(struct sf_conn, ev[UPSTREAM])), UPSTREAM, events);
+        on_event((struct sf_conn *)((char *)ev - offsetof(struct sf_conn, sock[UPSTREAM].ev)), UPSTREAM, events);
 }
 
 static void on_timer(uv_timer_t *t) {
@@ -178,13 +177,11 @@ int sf_conn_new(struct sf_fwd *fwd, int fd) {
         }
         c->fwd = fwd;
         c->id = ++fwd->next_conn_id;
-        c->fd[CLIENT] = fd;
-        c->fd[UPSTREAM] = -1;
-        c->ev[CLIENT].cb = on_client_ev;
-        c->ev[UPSTREAM].cb = on_upstream_ev;
+        sf_sock_init(&c->sock[CLIENT], on_client_ev);
+        sf_sock_init(&c->sock[UPSTREAM], on_upstream_ev);
         for (int i = 0; i < 2; i++)
                 c->dir[i].pipe.rd = c->dir[i].pipe.wr = -1;
-        c->dir[CLIENT].no_splice = fwd->listener.family == AF_UNIX;
+        c->dir[CLIENT].copy_only = fwd->listener.family == AF_UNIX;
         c->cand = 0;
         uv_timer_init(fwd->loop, &c->timer);
         c->timer.data = c;
@@ -198,16 +195,16 @@ int sf_conn_new(struct sf_fwd *fwd, int fd) {
         fwd->stats.total++;
         fwd->n_conns_allocated++;
 
-        int r = sf_evset_add(fwd->ev, fd, &c->ev[CLIENT]);
+        int r = sf_sock_adopt(fwd->eng, &c->sock[CLIENT], fd, fwd->listener.family);
         if (r < 0) {
                 sf_log(SF_LOG_ERROR, fname(c), c->id, "watching the accepted socket: %s", strerror(-r));
-                sf_conn_close(c, "epoll_ctl failed");
+                sf_conn_close(c, "watching the accepted socket failed");
                 return r;
         }
-        if (fwd->listener.family == AF_INET || fwd->listener.family == AF_INET6) {
-                int one = 1;
-                setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        }
+        /* A socket just accepted has an empty send buffer. */
+        c->wr[CLIENT] = true;
+        if (fwd->listener.family == AF_INET || fwd->listener.family == AF_INET6)
+                sf_sock_nodelay(&c->sock[CLIENT]);
         if (fwd->has_key && is_net_family(fwd->listener.family)) {
                 sf_conn_greet(c);
                 return 0;

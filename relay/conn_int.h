@@ -9,10 +9,10 @@
 #include <uv.h>
 
 #include "relay/conn.h"
-#include "relay/evset.h"
 #include "relay/forward.h"
 #include "relay/handshake.h"
-#include "relay/pipepool.h"
+#include "relay/engine.h"
+#include "relay/platform.h"
 #include "relay/preauth.h"
 
 /* Side 0 is the accepted client, side 1 the upstream. dir[i] carries bytes read from side i
@@ -31,21 +31,22 @@ enum conn_state {
 #define LINGER_MS 2000
 #define PUMP_ROUNDS 8
 
-/* A direction moves its bytes through a pooled buffer (recv/send), or through a pooled pipe
- * with splice(2) once a read has filled the whole buffer: bulk data then stays in the kernel,
- * while small messages keep the path with the fewest system calls. Either holds bytes only
- * while the other side has not taken them. A direction that reads a unix socket always copies:
- * splicing out of one measured slower and costlier than a copy (bench/RESULTS.md: unix to TCP
- * about 1 600 against 2 500 MiB/s, 0.58 against 0.38 relay CPU s per GiB). */
+/* A direction moves its bytes through a pooled buffer (recv/send), or, on an engine that has
+ * one (relay/engine.h), through a pooled kernel pipe once a read has filled the whole buffer:
+ * bulk data then stays in the kernel, while small messages keep the path with the fewest
+ * system calls. Either holds bytes only while the other side has not taken them. A direction
+ * that reads a unix socket always copies: the pipe path out of one measured slower and
+ * costlier than a copy (bench/RESULTS.md: unix to TCP about 1 600 against 2 500 MiB/s, 0.58
+ * against 0.38 relay CPU s per GiB). */
 struct dir {
         char *buf;
         uint32_t off, len;
         struct sf_pipe pipe;
         size_t pipe_len;
-        bool bulk;      /* a read filled the buffer: splice from now on */
-        bool no_splice; /* the source is a unix socket, or splice was refused: copy */
+        bool bulk;      /* a read filled the buffer: the pipe path from now on */
+        bool copy_only; /* the source is a unix socket, or the pipe path was refused */
         bool eof;       /* read side returned EOF */
-        bool shut;      /* the EOF was passed on with shutdown(SHUT_WR) */
+        bool shut;      /* the EOF was passed on with a shutdown for writing */
 };
 
 struct gai_req {
@@ -60,11 +61,10 @@ struct sf_conn {
         enum conn_state state;
         bool closing;
 
-        int fd[2];
+        struct sf_sock sock[2];
         /* Edge-triggered readiness: set by an event, cleared only when a call says EAGAIN
          * (or a read comes back short, which on a stream socket means it is empty). rdhup
          * keeps a read going to the EOF that arrived with the last edge. */
-        struct sf_ev ev[2];
         bool rd[2], wr[2], rdhup[2];
         uv_timer_t timer;
         uint64_t last_activity;
@@ -108,7 +108,7 @@ static inline void note_error(struct sf_conn *c, uint64_t *counter, const char *
 }
 
 static inline bool is_net_family(int family) {
-        return family == AF_INET || family == AF_INET6 || family == AF_VSOCK;
+        return family == AF_INET || family == AF_INET6 || family == sf_af_vsock;
 }
 
 static inline bool dir_pending(const struct dir *d) {

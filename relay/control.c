@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "conf/log.h"
+#include "relay/platform.h"
 #include "relay/listener.h"
 
 /* A client that connects and says nothing must not hold a slot for long. */
@@ -457,26 +458,17 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
                 client_answer(cl, r, fmt);
 }
 
-/* The connecting process's uid. An abstract socket (unix:@NAME) has no file mode, and a path's
- * mode can be loosened by whoever owns its directory: the kernel's word on the peer is what
- * counts. */
-static int peer_uid(int fd, uid_t *uid) {
-        struct ucred cred;
-        socklen_t len = sizeof cred;
-        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
-                return -errno;
-        *uid = cred.uid;
-        return 0;
-}
-
 /* Only root and the relay's own user may read the counters (they include the last error: peer
- * addresses, token paths). */
+ * addresses, token paths). An abstract socket (unix:@NAME) has no file mode, and a path's mode
+ * can be loosened by whoever owns its directory: the kernel's word on the peer is what counts. */
 static bool peer_allowed(struct sf_control *ctl, struct client *cl) {
         uv_os_fd_t fd;
         uid_t uid = (uid_t)-1;
+        gid_t gid;
+        pid_t pid;
         int r = uv_fileno((uv_handle_t *)&cl->pipe, &fd);
         if (r == 0)
-                r = peer_uid(fd, &uid);
+                r = sf_peer_cred(fd, &uid, &gid, &pid);
         if (r == 0 && (uid == 0 || uid == geteuid()))
                 return true;
         ctl->refused++;

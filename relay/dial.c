@@ -8,10 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
 #include <sys/un.h>
-#include <unistd.h>
-#include <linux/vm_sockets.h>
 
 #include "conf/log.h"
 #include "relay/linkmsg.h"
@@ -33,12 +30,8 @@ static void cand_log_failure(struct sf_conn *c, const char *cause) {
         }
 }
 
-/* Drops the upstream socket of a failed attempt (close() takes it out of the epoll set). */
 void sf_conn_drop_upstream(struct sf_conn *c) {
-        if (c->fd[UPSTREAM] >= 0) {
-                close(c->fd[UPSTREAM]);
-                c->fd[UPSTREAM] = -1;
-        }
+        sf_sock_close(c->fwd->eng, &c->sock[UPSTREAM]);
         c->rd[UPSTREAM] = c->wr[UPSTREAM] = c->rdhup[UPSTREAM] = false;
 }
 
@@ -97,10 +90,8 @@ static void upstream_connected(struct sf_conn *c) {
                 sf_log(SF_LOG_DEBUG, fname(c), c->id, "using %s", cand_ep(c)->text);
         fwd->last_good = c->cand;
         fwd->stats.candidate = c->cand;
-        if (c->upstream_family == AF_INET || c->upstream_family == AF_INET6) {
-                int one = 1;
-                setsockopt(c->fd[UPSTREAM], IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        }
+        if (c->upstream_family == AF_INET || c->upstream_family == AF_INET6)
+                sf_sock_nodelay(&c->sock[UPSTREAM]);
         /* A socket that just connected has an empty send buffer. */
         c->wr[UPSTREAM] = true;
         uv_timer_stop(&c->timer);
@@ -134,12 +125,8 @@ static int sockaddr_for(const struct sf_endpoint *ep, struct sockaddr_storage *s
                 return AF_UNIX;
         }
         if (ep->kind == SF_EP_VSOCK) {
-                struct sockaddr_vm *sa = (struct sockaddr_vm *)ss;
-                sa->svm_family = AF_VSOCK;
-                sa->svm_cid = ep->cid;
-                sa->svm_port = ep->port;
-                *len = sizeof *sa;
-                return AF_VSOCK;
+                int r = sf_vsock_sockaddr(ep->cid, ep->port, ss, len);
+                return r < 0 ? r : sf_af_vsock;
         }
         struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
         struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
@@ -162,31 +149,9 @@ static int sockaddr_for(const struct sf_endpoint *ep, struct sockaddr_storage *s
  * says when it is done), -errno on failure. */
 static int connect_addr(struct sf_conn *c, const struct sockaddr *addr, socklen_t len, bool *in_progress) {
         *in_progress = false;
-        int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        if (fd < 0)
-                return -errno;
         c->upstream_family = addr->sa_family;
-        c->dir[UPSTREAM].no_splice = addr->sa_family == AF_UNIX;
-        int e = connect(fd, addr, len) < 0 ? errno : 0;
-        if (e == EINPROGRESS) {
-                *in_progress = true;
-                e = 0;
-        }
-        /* Added after connect(): a socket not connected yet reports EPOLLHUP, and the ADD
-         * itself reports a connection that completed in between. */
-        if (e == 0) {
-                int r = sf_evset_add(c->fwd->ev, fd, &c->ev[UPSTREAM]);
-                if (r < 0) {
-                        e = -r;
-                        *in_progress = false;
-                }
-        }
-        if (e) {
-                close(fd);
-                return -e;
-        }
-        c->fd[UPSTREAM] = fd;
-        return 0;
+        c->dir[UPSTREAM].copy_only = addr->sa_family == AF_UNIX;
+        return sf_sock_connect(c->fwd->eng, &c->sock[UPSTREAM], addr, len, in_progress);
 }
 
 static uint64_t remaining_ms(struct sf_conn *c) {
@@ -241,6 +206,10 @@ static void dial_candidate(struct sf_conn *c) {
         socklen_t len;
         int family = sockaddr_for(ep, &ss, &len);
 
+        if (family == -EAFNOSUPPORT) {
+                cand_failed(c, EAFNOSUPPORT, NULL);
+                return;
+        }
         if (family < 0) {
                 struct gai_req *g = calloc(1, sizeof *g);
                 char port[16];
@@ -313,13 +282,11 @@ void sf_conn_dial_start(struct sf_conn *c) {
 
 void sf_conn_dial_ready(struct sf_conn *c, uint32_t events) {
         int err = 0;
-        socklen_t len = sizeof err;
-        /* A failed connect always reports EPOLLERR or EPOLLHUP: plain EPOLLOUT is success,
-         * and spares a getsockopt per connection. */
-        if (!(events & EPOLLOUT) || (events & (EPOLLERR | EPOLLHUP)))
-                if (getsockopt(c->fd[UPSTREAM], SOL_SOCKET, SO_ERROR, &err, &len) < 0)
-                        err = errno;
-        if (!err && !(events & EPOLLOUT))
+        /* A failed connect always reports an error or a hang-up: plain writable is success,
+         * and spares asking for the socket's error per connection. */
+        if (!(events & SF_EV_OUT) || (events & (SF_EV_ERR | SF_EV_HUP)))
+                err = sf_sock_error(&c->sock[UPSTREAM]);
+        if (!err && !(events & SF_EV_OUT))
                 return; /* still connecting */
         if (err) {
                 if (c->ai_next) {
@@ -338,7 +305,7 @@ void sf_conn_dial_ready(struct sf_conn *c, uint32_t events) {
 }
 
 void sf_conn_dial_timeout(struct sf_conn *c) {
-        if (c->gai || c->fd[UPSTREAM] >= 0 || uv_now(c->fwd->loop) + DIAL_RETRY_MS >= c->dial_deadline) {
+        if (c->gai || sf_sock_is_open(&c->sock[UPSTREAM]) || uv_now(c->fwd->loop) + DIAL_RETRY_MS >= c->dial_deadline) {
                 if (c->gai) {
                         c->gai->conn = NULL;
                         uv_cancel((uv_req_t *)&c->gai->req);

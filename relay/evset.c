@@ -10,16 +10,6 @@
 /* Events taken per wake-up; more stay ready in the set for the next one. */
 #define BATCH 256
 
-static void run_deferred(struct sf_evset *s) {
-        /* Only as many calls as are queued now: one that defers itself again waits for the
-         * next turn, so the loop polls in between. */
-        for (size_t n = s->n_deferred; n > 0 && s->head; n--) {
-                struct sf_ev *ev = s->head;
-                sf_evset_cancel(s, ev);
-                ev->cb(ev, 0);
-        }
-}
-
 int sf_evset_init(struct sf_evset *s, uv_loop_t *loop) {
         memset(s, 0, sizeof *s);
         s->loop = loop;
@@ -55,33 +45,11 @@ int sf_evset_del(struct sf_evset *s, int fd) {
 }
 
 void sf_evset_defer(struct sf_evset *s, struct sf_ev *ev) {
-        if (ev->deferred)
-                return;
-        ev->deferred = true;
-        ev->next = NULL;
-        ev->prev = s->tail;
-        if (s->tail)
-                s->tail->next = ev;
-        else
-                s->head = ev;
-        s->tail = ev;
-        s->n_deferred++;
+        sf_deferq_add(&s->q, ev);
 }
 
 void sf_evset_cancel(struct sf_evset *s, struct sf_ev *ev) {
-        if (!ev->deferred)
-                return;
-        ev->deferred = false;
-        s->n_deferred--;
-        if (ev->prev)
-                ev->prev->next = ev->next;
-        else
-                s->head = ev->next;
-        if (ev->next)
-                ev->next->prev = ev->prev;
-        else
-                s->tail = ev->prev;
-        ev->prev = ev->next = NULL;
+        sf_deferq_cancel(&s->q, ev);
 }
 
 void sf_evset_run(struct sf_evset *s) {
@@ -90,7 +58,7 @@ void sf_evset_run(struct sf_evset *s) {
 
         while (s->epfd >= 0) {
                 /* Without a libuv handle uv_backend_timeout says 0: the set alone waits then. */
-                int timeout = s->head ? 0 : uv_loop_alive(loop) ? uv_backend_timeout(loop) : -1;
+                int timeout = s->q.head ? 0 : uv_loop_alive(loop) ? uv_backend_timeout(loop) : -1;
                 uint64_t due = uv_now(loop) + (uint64_t)timeout;
                 int n = epoll_wait(s->epfd, evs, BATCH, timeout);
                 if (n < 0 && errno != EINTR) {
@@ -109,7 +77,7 @@ void sf_evset_run(struct sf_evset *s) {
                         else
                                 run_uv = true;
                 }
-                run_deferred(s);
+                sf_deferq_run(&s->q);
                 if (run_uv)
                         uv_run(loop, UV_RUN_NOWAIT);
         }
@@ -117,8 +85,7 @@ void sf_evset_run(struct sf_evset *s) {
 }
 
 void sf_evset_close(struct sf_evset *s) {
-        while (s->head)
-                sf_evset_cancel(s, s->head);
+        sf_deferq_clear(&s->q);
         if (s->epfd >= 0) {
                 close(s->epfd);
                 s->epfd = -1;

@@ -10,21 +10,14 @@
 #include <stdint.h>
 #include <uv.h>
 
-struct sf_ev;
-/* events: the epoll events of the descriptor, or 0 for a call asked for by sf_evset_defer. */
-typedef void (*sf_ev_cb)(struct sf_ev *ev, uint32_t events);
+#include "relay/defer.h"
 
-struct sf_ev {
-        sf_ev_cb cb;
-        struct sf_ev *prev, *next; /* the deferred list */
-        bool deferred;
-};
-
+/* The Linux engine (relay/engine_linux.h): an sf_ev's callback gets the epoll events of its
+ * descriptor, whose bits the SF_EV_* ones equal. */
 struct sf_evset {
         int epfd; /* -1 when closed */
         uv_loop_t *loop;
-        struct sf_ev *head, *tail;
-        size_t n_deferred;
+        struct sf_deferq q;
 };
 
 /* Creates the epoll set with libuv's descriptor in it. 0 or -errno (logged). */

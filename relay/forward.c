@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "conf/log.h"
+#include "relay/platform.h"
 
 /* One forward's listener: accepting in batches, pausing at max-conns and when out of
  * descriptors (with a backoff), resuming when a connection is gone; and the per-forward
@@ -19,10 +20,10 @@
 #define RATELIMIT_PER_SEC 5
 
 static void listener_resume(struct sf_fwd *fwd);
+static void on_listen(struct sf_ev *ev, uint32_t events);
 
-/* In the relay's epoll set, as the connections are: an accept costs no libuv turn. */
 static int listen_add(struct sf_fwd *fwd) {
-        int r = sf_evset_add_listener(fwd->ev, fwd->listener.fd, &fwd->listen_ev);
+        int r = sf_watch_start(fwd->eng, &fwd->listen_watch, fwd->listener.fd, on_listen);
         if (r == 0)
                 fwd->listening = true;
         return r;
@@ -31,7 +32,7 @@ static int listen_add(struct sf_fwd *fwd) {
 void sf_fwd_listen_pause(struct sf_fwd *fwd) {
         if (!fwd->listening)
                 return;
-        sf_evset_del(fwd->ev, fwd->listener.fd);
+        sf_watch_stop(fwd->eng, &fwd->listen_watch, fwd->listener.fd);
         fwd->listening = false;
 }
 
@@ -103,9 +104,9 @@ static void accept_some(struct sf_fwd *fwd) {
                         sf_fwd_listen_pause(fwd);
                         return;
                 }
-                int fd = accept4(fwd->listener.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+                int fd = sf_accept(fwd->listener.fd);
                 if (fd < 0) {
-                        int e = errno;
+                        int e = -fd;
                         if (e == EAGAIN || e == EINTR || e == ECONNABORTED || e == EPROTO)
                                 return;
                         /* An unauthenticated peer's descriptor is the first to give back. */
@@ -129,20 +130,21 @@ static void accept_some(struct sf_fwd *fwd) {
                         fwd->backoff_ms = 0;
                 }
                 if (fwd->conf->n_allow_uid || fwd->conf->n_allow_gid) {
-                        struct ucred cred = { .pid = 0 };
-                        socklen_t len = sizeof cred;
+                        uid_t uid = (uid_t)-1;
+                        gid_t gid = (gid_t)-1;
+                        pid_t pid = 0;
                         bool ok = false;
-                        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+                        if (sf_peer_cred(fd, &uid, &gid, &pid) == 0) {
                                 for (size_t k = 0; k < fwd->conf->n_allow_uid; k++)
-                                        ok = ok || cred.uid == fwd->conf->allow_uid[k];
+                                        ok = ok || uid == fwd->conf->allow_uid[k];
                                 for (size_t k = 0; k < fwd->conf->n_allow_gid; k++)
-                                        ok = ok || cred.gid == fwd->conf->allow_gid[k];
+                                        ok = ok || gid == fwd->conf->allow_gid[k];
                         }
                         if (!ok) {
                                 char msg[200];
                                 snprintf(msg, sizeof msg,
                                          "refused a connection from uid %u gid %u (pid %d): not in allow-uid/allow-gid",
-                                         (unsigned)cred.uid, (unsigned)cred.gid, (int)cred.pid);
+                                         (unsigned)uid, (unsigned)gid, (int)pid);
                                 if (sf_fwd_ratelimit(fwd))
                                         sf_log(SF_LOG_WARN, fwd->conf->name, 0, "%s", msg);
                                 sf_fwd_note_error(fwd, &fwd->stats.err_denied, msg);
@@ -155,9 +157,9 @@ static void accept_some(struct sf_fwd *fwd) {
 }
 
 static void on_listen(struct sf_ev *ev, uint32_t events) {
-        /* An error on the listening socket comes out of accept4 in accept_some. */
+        /* An error on the listening socket comes out of the accept in accept_some. */
         (void)events;
-        accept_some((struct sf_fwd *)((char *)ev - offsetof(struct sf_fwd, listen_ev)));
+        accept_some((struct sf_fwd *)((char *)ev - offsetof(struct sf_fwd, listen_watch.ev)));
 }
 
 static void listener_resume(struct sf_fwd *fwd) {
@@ -168,7 +170,7 @@ static void listener_resume(struct sf_fwd *fwd) {
         fwd->paused_full = false;
         int r = listen_add(fwd);
         if (r < 0) {
-                sf_log(SF_LOG_ERROR, fwd->conf->name, 0, "listener %s: epoll_ctl: %s: this forward stops serving",
+                sf_log(SF_LOG_ERROR, fwd->conf->name, 0, "listener %s: watching it: %s: this forward stops serving",
                        fwd->conf->listen.text, strerror(-r));
                 fwd_fatal(fwd, r);
         }
@@ -178,7 +180,6 @@ int sf_fwd_start(struct sf_fwd *fwd) {
         uv_timer_init(fwd->loop, &fwd->backoff);
         fwd->backoff.data = fwd;
         fwd->backoff_init = true;
-        fwd->listen_ev.cb = on_listen;
         fwd->listen_started = true;
         int r = listen_add(fwd);
         if (r < 0)

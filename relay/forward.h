@@ -7,7 +7,7 @@
 #include <uv.h>
 
 #include "conf/conf.h"
-#include "relay/evset.h"
+#include "relay/engine.h"
 #include "relay/handshake.h"
 #include "relay/listener.h"
 #include "relay/preauth.h"
@@ -28,13 +28,12 @@ struct sf_fwd {
         uv_loop_t *loop;
         const struct sf_forward *conf;
         struct sf_bufpool *pool;
-        struct sf_pipepool *pipes;
-        struct sf_evset *ev;
+        struct sf_engine *eng;
 
         struct sf_listener listener;
-        struct sf_ev listen_ev;
+        struct sf_watch listen_watch;
         bool listen_started; /* between sf_relay_start and sf_relay_stop */
-        bool listening;      /* in the epoll set */
+        bool listening;      /* watched for connections */
         uv_timer_t backoff;  /* accept retry after EMFILE/ENFILE */
         bool backoff_init;
         uint64_t backoff_ms;
@@ -61,7 +60,7 @@ struct sf_fwd {
         unsigned ratelimit_suppressed;
 };
 
-/* Starts accepting: the backoff timer, the listener in the event set. 0 or -errno (logged). */
+/* Starts accepting: the backoff timer, the listener watched. 0 or -errno (logged). */
 int sf_fwd_start(struct sf_fwd *fwd);
 /* Stops accepting until resumed (max-conns, out of descriptors) or for good (stop). */
 void sf_fwd_listen_pause(struct sf_fwd *fwd);

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <linux/vm_sockets.h>
 
 #include "conf/log.h"
 #include "relay/bufpool.h"
@@ -33,13 +32,13 @@ static uint64_t *link_counter(struct sf_conn *c, enum sf_link_err kind) {
 void sf_conn_status_and_linger(struct sf_conn *c, enum sf_hs_status st, const char *reason) {
         size_t n = sf_hs_status_build(c->hs, &c->fwd->key, c->snonce, c->cnonce, st, reason);
         /* A fresh socket's send buffer is empty, so the frame goes out whole or not at all. */
-        if (send(c->fd[CLIENT], c->hs, n, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)n) {
+        if (sf_sock_send(&c->sock[CLIENT], c->hs, n) != (ssize_t)n) {
                 sf_conn_close(c, "status frame not sent");
                 return;
         }
         /* Close only after the peer has read the status: closing with its bytes unread
          * would send a reset that can overtake the status frame. */
-        shutdown(c->fd[CLIENT], SHUT_WR);
+        sf_sock_shutdown(&c->sock[CLIENT]);
         c->state = ST_LINGER;
         sf_conn_drop_upstream(c);
         sf_conn_timer_arm(c, LINGER_MS);
@@ -52,7 +51,7 @@ bool sf_conn_server_confirm(struct sf_conn *c) {
         struct sf_fwd *fwd = c->fwd;
         size_t n = sf_hs_status_build(c->hs, &fwd->key, c->snonce, c->cnonce, SF_HS_OK, "");
         if (c->hs_flags & SF_HS_FLAG_PROBE) {
-                if (send(c->fd[CLIENT], c->hs, n, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)n)
+                if (sf_sock_send(&c->sock[CLIENT], c->hs, n) == (ssize_t)n)
                         sf_log(SF_LOG_DEBUG, fname(c), c->id, "probe: upstream %s answers", cand_ep(c)->text);
                 sf_conn_close(c, "probe answered");
                 return false;
@@ -107,7 +106,7 @@ static void wrong_peer(struct sf_conn *c) {
         /* Quote a little more than a greeting's length when the peer already sent it: a
          * banner such as SSH's is recognisable by its first 40 bytes. */
         if (c->hs_len < 40) {
-                ssize_t n = recv(c->fd[UPSTREAM], c->hs + c->hs_len, 40 - c->hs_len, MSG_DONTWAIT);
+                ssize_t n = sf_sock_recv(&c->sock[UPSTREAM], c->hs + c->hs_len, 40 - c->hs_len);
                 if (n > 0)
                         c->hs_len += (uint16_t)n;
         }
@@ -118,7 +117,7 @@ static void wrong_peer(struct sf_conn *c) {
  * -1: connection closed (c->hs_len says how much arrived), -2: error (errno). */
 static int hs_read(struct sf_conn *c, int side, size_t want) {
         while (c->hs_len < want) {
-                ssize_t n = recv(c->fd[side], c->hs + c->hs_len, want - c->hs_len, 0);
+                ssize_t n = sf_sock_recv(&c->sock[side], c->hs + c->hs_len, want - c->hs_len);
                 if (n > 0) {
                         c->hs_len += (uint16_t)n;
                         continue;
@@ -139,7 +138,8 @@ static void peer_name(struct sf_conn *c, char *out, size_t cap) {
         struct sockaddr_storage ss;
         socklen_t len = sizeof ss;
         char host[INET6_ADDRSTRLEN] = "?";
-        if (getpeername(c->fd[CLIENT], (struct sockaddr *)&ss, &len) < 0) {
+        unsigned cid, port;
+        if (sf_sock_peername(&c->sock[CLIENT], &ss, &len) < 0) {
                 snprintf(out, cap, "an unknown peer");
                 return;
         }
@@ -151,9 +151,8 @@ static void peer_name(struct sf_conn *c, char *out, size_t cap) {
                 struct sockaddr_in6 *s = (struct sockaddr_in6 *)&ss;
                 inet_ntop(AF_INET6, &s->sin6_addr, host, sizeof host);
                 snprintf(out, cap, "[%s]:%u", host, ntohs(s->sin6_port));
-        } else if (ss.ss_family == AF_VSOCK) {
-                struct sockaddr_vm *s = (struct sockaddr_vm *)&ss;
-                snprintf(out, cap, "vsock CID %u port %u", s->svm_cid, s->svm_port);
+        } else if (sf_vsock_peer(&ss, &cid, &port)) {
+                snprintf(out, cap, "vsock CID %u port %u", cid, port);
         } else {
                 snprintf(out, cap, "a local peer");
         }
@@ -326,7 +325,7 @@ void sf_conn_on_status(struct sf_conn *c) {
 void sf_conn_linger_drain(struct sf_conn *c) {
         char sink[4096];
         ssize_t n;
-        while ((n = recv(c->fd[CLIENT], sink, sizeof sink, 0)) > 0)
+        while ((n = sf_sock_recv(&c->sock[CLIENT], sink, sizeof sink)) > 0)
                 ;
         if (n == 0 || errno != EAGAIN)
                 sf_conn_close(c, "failure status delivered");
@@ -340,7 +339,7 @@ bool sf_conn_greet(struct sf_conn *c) {
         uint8_t hello[SF_HS_HELLO_LEN];
         sf_hs_nonce_new(c->snonce);
         sf_hs_hello_build(hello, c->snonce);
-        if (send(c->fd[CLIENT], hello, sizeof hello, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)sizeof hello) {
+        if (sf_sock_send(&c->sock[CLIENT], hello, sizeof hello) != (ssize_t)sizeof hello) {
                 sf_conn_close(c, "greeting not sent");
                 return false;
         }

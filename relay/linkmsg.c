@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "relay/platform.h"
 #include "relay/sockpath.h"
 
 static const char *connect_hint(const struct sf_endpoint *ep, int e) {
@@ -37,7 +38,8 @@ void sf_link_connect_cause(const struct sf_endpoint *ep, int e, char *out, size_
                 return;
         }
         if (ep->kind == SF_EP_VSOCK && e == EAFNOSUPPORT) {
-                snprintf(out, cap, "this kernel has no vsock support; use a tcp: endpoint");
+                snprintf(out, cap, "%s; use a tcp: endpoint",
+                         sf_af_vsock < 0 ? "vsock exists on Linux only" : "this kernel has no vsock support");
                 return;
         }
         if (ep->kind == SF_EP_UNIX && e == ECONNREFUSED) {

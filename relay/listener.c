@@ -14,9 +14,9 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
-#include <linux/vm_sockets.h>
 
 #include "conf/log.h"
+#include "relay/platform.h"
 #include "relay/safedir.h"
 #include "relay/sockpath.h"
 
@@ -169,11 +169,10 @@ static int bind_path(const struct sf_forward *f, const struct sf_safedir_policy 
 }
 
 static int open_unix(const struct sf_forward *f, const struct sf_safedir_policy *trust, struct sf_listener *l) {
-        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        int fd = sf_socket(AF_UNIX, SOCK_STREAM);
         if (fd < 0) {
-                int e = errno;
-                sf_log(SF_LOG_ERROR, f->name, 0, "listen %s: socket: %s", f->listen.text, strerror(e));
-                return -e;
+                sf_log(SF_LOG_ERROR, f->name, 0, "listen %s: socket: %s", f->listen.text, strerror(-fd));
+                return fd;
         }
         int r;
         if (f->listen.kind == SF_EP_ABSTRACT) {
@@ -257,9 +256,9 @@ static int open_tcp(const struct sf_forward *f, struct sf_listener *l) {
         }
         int e = EADDRNOTAVAIL;
         for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-                int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+                int fd = sf_socket(ai->ai_family, ai->ai_socktype);
                 if (fd < 0) {
-                        e = errno;
+                        e = -fd;
                         continue;
                 }
                 int one = 1;
@@ -279,9 +278,16 @@ static int open_tcp(const struct sf_forward *f, struct sf_listener *l) {
 }
 
 static int open_vsock(const struct sf_forward *f, struct sf_listener *l) {
-        int fd = socket(AF_VSOCK, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        struct sockaddr_storage sa;
+        socklen_t salen;
+        if (sf_vsock_sockaddr(f->listen.cid, f->listen.port, &sa, &salen) < 0) {
+                sf_log(SF_LOG_ERROR, f->name, 0, "listen %s: vsock exists on Linux only; use a tcp: endpoint",
+                       f->listen.text);
+                return -EAFNOSUPPORT;
+        }
+        int fd = sf_socket(sf_af_vsock, SOCK_STREAM);
         if (fd < 0) {
-                int e = errno;
+                int e = -fd;
                 if (e == EPERM || e == EACCES)
                         sf_log(SF_LOG_ERROR, f->name, 0,
                                "listen %s: AF_VSOCK sockets are denied here (%s): Docker's default seccomp "
@@ -295,15 +301,14 @@ static int open_vsock(const struct sf_forward *f, struct sf_listener *l) {
                 /* -EPERM stands for a policy refusal (listener.h); a denied socket() is not one. */
                 return e == EPERM ? -EACCES : -e;
         }
-        struct sockaddr_vm sa = { .svm_family = AF_VSOCK, .svm_cid = f->listen.cid, .svm_port = f->listen.port };
-        if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, LISTEN_BACKLOG) < 0) {
+        if (bind(fd, (struct sockaddr *)&sa, salen) < 0 || listen(fd, LISTEN_BACKLOG) < 0) {
                 int e = errno;
                 sf_log(SF_LOG_ERROR, f->name, 0, "listen %s: %s%s", f->listen.text, strerror(e), bind_hint(e));
                 close(fd);
                 return -e;
         }
         l->fd = fd;
-        l->family = AF_VSOCK;
+        l->family = sf_af_vsock;
         return 0;
 }
 

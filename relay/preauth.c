@@ -4,8 +4,9 @@
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
-#include <linux/vm_sockets.h>
 #include <sodium.h>
+
+#include "relay/platform.h"
 
 #define LOG_EVERY_MS 60000
 
@@ -60,10 +61,15 @@ void sf_preauth_node_source(struct sf_preauth_node *n, const struct sockaddr *sa
                  * would let it take the whole budget. A v4-mapped address stays whole. */
                 if (!IN6_IS_ADDR_V4MAPPED(&s->sin6_addr))
                         memset(a + 8, 0, 8);
-        } else if (sa && sa->sa_family == AF_VSOCK && len >= (socklen_t)sizeof(struct sockaddr_vm)) {
-                const struct sockaddr_vm *s = (const struct sockaddr_vm *)sa;
-                n->key[0] = AF_VSOCK;
-                memcpy(a, &s->svm_cid, sizeof s->svm_cid);
+        } else if (sa && len > 0 && (size_t)len <= sizeof(struct sockaddr_storage)) {
+                struct sockaddr_storage ss;
+                unsigned cid, port;
+                memset(&ss, 0, sizeof ss);
+                memcpy(&ss, sa, (size_t)len);
+                if (sf_vsock_peer(&ss, &cid, &port)) {
+                        n->key[0] = (uint8_t)sf_af_vsock;
+                        memcpy(a, &cid, sizeof cid);
+                }
         }
 }
 

@@ -18,7 +18,7 @@ void sf_conn_release_buf(struct sf_conn *c, int i) {
         sf_bufpool_put(c->fwd->pool, d->buf);
         d->buf = NULL;
         d->off = d->len = 0;
-        sf_pipepool_put(c->fwd->pipes, &d->pipe, d->pipe_len);
+        sf_sock_pipe_put(c->fwd->eng, &d->pipe, d->pipe_len);
         d->pipe_len = 0;
 }
 
@@ -35,7 +35,7 @@ static void pass_eof(struct sf_conn *c, int from) {
                 /* With the other direction done too the connection closes next, and close()
                  * says EOF by itself. */
                 if (!c->dir[1 - from].shut)
-                        shutdown(c->fd[1 - from], SHUT_WR);
+                        sf_sock_shutdown(&c->sock[1 - from]);
                 d->shut = true;
         }
 }
@@ -48,10 +48,9 @@ static int flush(struct sf_conn *c, int from) {
         while (dir_pending(d)) {
                 ssize_t n;
                 if (d->off < d->len)
-                        n = send(c->fd[to], d->buf + d->off, d->len - d->off, MSG_NOSIGNAL | MSG_DONTWAIT);
+                        n = sf_sock_send(&c->sock[to], d->buf + d->off, d->len - d->off);
                 else
-                        /* No MSG_NOSIGNAL here: the relay's process ignores SIGPIPE (relay.h). */
-                        n = splice(d->pipe.rd, NULL, c->fd[to], NULL, d->pipe_len, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+                        n = sf_sock_from_pipe(&d->pipe, &c->sock[to], d->pipe_len);
                 if (n < 0) {
                         if (errno == EINTR)
                                 continue;
@@ -84,23 +83,23 @@ ssize_t sf_conn_read_some(struct sf_conn *c, int from) {
         struct dir *d = &c->dir[from];
         if (d->off == d->len)
                 d->off = d->len = 0;
-        if (d->bulk && !d->len && !d->no_splice &&
-            (d->pipe.rd >= 0 || sf_pipepool_get(c->fwd->pipes, &d->pipe) == 0)) {
-                ssize_t n = splice(c->fd[from], NULL, d->pipe.wr, NULL, d->pipe.size, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+        if (d->bulk && !d->len && !d->copy_only &&
+            (d->pipe.rd >= 0 || sf_sock_pipe_get(c->fwd->eng, &d->pipe) == 0)) {
+                ssize_t n = sf_sock_to_pipe(&c->sock[from], &d->pipe, d->pipe.size);
                 if (n > 0)
                         d->pipe_len = (size_t)n;
                 if (n >= 0 || errno != EINVAL)
                         return n;
-                /* A socket family without splice support: copy from now on. */
-                d->no_splice = true;
-                sf_pipepool_put(c->fwd->pipes, &d->pipe, 0);
+                /* A socket family without the pipe path: copy from now on. */
+                d->copy_only = true;
+                sf_sock_pipe_put(c->fwd->eng, &d->pipe, 0);
         }
         if (!d->buf && !(d->buf = sf_bufpool_get(c->fwd->pool))) {
                 errno = ENOMEM;
                 return -1;
         }
         size_t room = SF_BUF_SIZE - d->len;
-        ssize_t n = recv(c->fd[from], d->buf + d->len, room, 0);
+        ssize_t n = sf_sock_recv(&c->sock[from], d->buf + d->len, room);
         if (n > 0) {
                 d->len += (uint32_t)n;
                 if ((size_t)n == room)
@@ -141,7 +140,7 @@ static int pump(struct sf_conn *c, int from) {
         struct dir *d = &c->dir[from];
         for (int round = 0; !d->eof && !dir_pending(d) && c->rd[from]; round++) {
                 if (round == PUMP_ROUNDS) {
-                        sf_evset_defer(c->fwd->ev, &c->ev[CLIENT]);
+                        sf_engine_defer(c->fwd->eng, &c->sock[CLIENT].ev);
                         return 0;
                 }
                 int r = sf_conn_read_step(c, from);

@@ -11,15 +11,13 @@
 #include "conf/log.h"
 #include "relay/bufpool.h"
 #include "relay/conn.h"
-#include "relay/evset.h"
+#include "relay/engine.h"
 #include "relay/forward.h"
 #include "relay/listener.h"
-#include "relay/pipepool.h"
 #include "relay/token.h"
 
 /* Spare copy buffers kept after a burst: 8 MiB of SF_BUF_SIZE ones at most. */
 #define BUFPOOL_RESERVE 32
-#define PIPEPOOL_RESERVE 16
 
 struct sf_relay {
         uv_loop_t *loop;
@@ -27,8 +25,7 @@ struct sf_relay {
         struct sf_fwd *fwds;
         size_t n_fwds;
         struct sf_bufpool *pool;
-        struct sf_pipepool *pipes;
-        struct sf_evset ev; /* every connection's sockets */
+        struct sf_engine eng; /* every connection's sockets */
 
         bool stopping;
         unsigned pending_closes; /* relay-owned handles being closed */
@@ -68,10 +65,7 @@ int sf_relay_new(uv_loop_t *loop, const struct sf_conf *conf, struct sf_relay **
         r->n_fwds = conf->n_forwards;
         r->fwds = calloc(r->n_fwds ? r->n_fwds : 1, sizeof *r->fwds);
         r->pool = sf_bufpool_new(BUFPOOL_RESERVE);
-        r->pipes = sf_pipepool_new(PIPEPOOL_RESERVE);
-        r->ev.epfd = -1;
-        if (!r->fwds || !r->pool || !r->pipes) {
-                sf_pipepool_free(r->pipes);
+        if (!r->fwds || !r->pool) {
                 sf_bufpool_free(r->pool);
                 free(r->fwds);
                 free(r);
@@ -83,8 +77,7 @@ int sf_relay_new(uv_loop_t *loop, const struct sf_conf *conf, struct sf_relay **
                 f->loop = loop;
                 f->conf = &conf->forwards[i];
                 f->pool = r->pool;
-                f->pipes = r->pipes;
-                f->ev = &r->ev;
+                f->eng = &r->eng;
                 f->listener.fd = -1;
                 f->last_good = -1;
                 f->stats.candidate = -1;
@@ -135,7 +128,7 @@ int sf_relay_bind(struct sf_relay *relay) {
 }
 
 int sf_relay_start(struct sf_relay *relay) {
-        int e = sf_evset_init(&relay->ev, relay->loop);
+        int e = sf_engine_init(&relay->eng, relay->loop, relay->pool);
         if (e < 0)
                 return e;
         for (size_t i = 0; i < relay->n_fwds; i++) {
@@ -175,7 +168,7 @@ static void maybe_stopped(struct sf_relay *relay) {
         if (relay->pending_closes > 0)
                 return;
         relay->stopped = true;
-        sf_evset_close(&relay->ev);
+        sf_engine_close(&relay->eng);
         sf_log(SF_LOG_INFO, NULL, 0, "stopped");
         if (relay->stopped_cb)
                 relay->stopped_cb(relay, relay->stopped_data);
@@ -184,7 +177,7 @@ static void maybe_stopped(struct sf_relay *relay) {
 static void on_conn_gone(struct sf_fwd *fwd) {
         /* Spare pipes are descriptors: an idle relay holds none. */
         if (allocated_total(fwd->relay) == 0)
-                sf_pipepool_trim(fwd->relay->pipes);
+                sf_engine_trim(&fwd->relay->eng);
         maybe_stopped(fwd->relay);
 }
 
@@ -239,6 +232,11 @@ void sf_relay_stop(struct sf_relay *relay, uint64_t drain_ms, sf_relay_stopped_c
                 struct sf_fwd *f = &relay->fwds[i];
                 sf_fwd_listen_pause(f);
                 f->listen_started = false;
+                /* Closed before its descriptor: libuv drops a descriptor it watches when the
+                 * watcher closes, and the number may be reused by then. */
+                uv_handle_t *watch = sf_watch_handle(&f->listen_watch);
+                if (watch)
+                        close_relay_handle(relay, watch);
                 if (f->backoff_init) {
                         f->backoff_init = false;
                         close_relay_handle(relay, (uv_handle_t *)&f->backoff);
@@ -259,8 +257,8 @@ void sf_relay_stop(struct sf_relay *relay, uint64_t drain_ms, sf_relay_stopped_c
 }
 
 void sf_relay_run(uv_loop_t *loop, struct sf_relay *relay) {
-        if (relay && relay->ev.epfd >= 0)
-                sf_evset_run(&relay->ev);
+        if (relay)
+                sf_engine_run(&relay->eng, loop);
         else
                 uv_run(loop, UV_RUN_DEFAULT);
 }
@@ -268,14 +266,13 @@ void sf_relay_run(uv_loop_t *loop, struct sf_relay *relay) {
 void sf_relay_free(struct sf_relay *relay) {
         if (!relay)
                 return;
-        sf_evset_close(&relay->ev);
+        sf_engine_free(&relay->eng);
         for (size_t i = 0; i < relay->n_fwds; i++) {
                 sf_listener_close(&relay->fwds[i].listener);
                 sodium_memzero(&relay->fwds[i].key, sizeof relay->fwds[i].key);
                 sf_preauth_free(&relay->fwds[i].preauth);
         }
         sf_bufpool_free(relay->pool);
-        sf_pipepool_free(relay->pipes);
         free(relay->fwds);
         free(relay);
 }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "conf/log.h"
+#include "relay/platform.h"
 
 /* As the kernel's own limit on links followed in one lookup. */
 #define MAX_LINKS 40
@@ -106,7 +107,7 @@ static void where_pop(struct walk *w) {
 
 static int open_root(struct walk *w) {
         snprintf(w->where, sizeof w->where, "/");
-        int fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        int fd = open("/", SF_O_DIRPATH | O_DIRECTORY | O_CLOEXEC);
         if (fd < 0)
                 return fail(w, "cannot open the directory", "/", errno);
         int r = check_dir(w, fd);
@@ -166,7 +167,7 @@ int sf_safedir_open(const struct sf_safedir_policy *p, const char *path, bool cr
                 struct stat st;
                 int nfd;
                 if (strcmp(comp, "..") == 0) {
-                        nfd = openat(fd, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+                        nfd = openat(fd, "..", SF_O_DIRPATH | O_DIRECTORY | O_CLOEXEC);
                         if (nfd < 0) {
                                 r = fail(&w, "cannot open the parent of", w.where, errno);
                                 break;
@@ -205,7 +206,7 @@ int sf_safedir_open(const struct sf_safedir_policy *p, const char *path, bool cr
                                 }
                                 continue;
                         }
-                        nfd = openat(fd, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        nfd = openat(fd, comp, SF_O_DIRPATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                         where_push(&w, comp);
                         if (nfd < 0) {
                                 r = fail(&w, "cannot open the directory", w.where, errno);
@@ -223,7 +224,7 @@ int sf_safedir_open(const struct sf_safedir_policy *p, const char *path, bool cr
 }
 
 int sf_safedir_enter(int dirfd) {
-        int saved = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        int saved = open(".", SF_O_DIRPATH | O_DIRECTORY | O_CLOEXEC);
         if (saved < 0)
                 return -errno;
         if (fchdir(dirfd) < 0) {

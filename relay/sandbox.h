@@ -9,7 +9,7 @@
  * (execve, fork, ptrace, kill of another process, setuid, unshare...) kill the whole process
  * with SIGSYS. Any other call fails with ENOSYS, as on a kernel without it, and the relay logs
  * its name once. io_uring is refused with ENOSYS from before the first loop exists
- * (sf_sandbox_prepare), so libuv >= 1.45 stays on epoll. The lists and the reason for each
+ * (sf_sandbox_prepare), so libuv >= 1.45 keeps to its plain event loop. The lists and the reason for each
  * entry are in sandbox.c; doc/SECURITY.md says what it protects. */
 #include <stdbool.h>
 #include <uv.h>

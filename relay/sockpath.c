@@ -12,29 +12,10 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-bool sf_sockpath_is_mount_point(const char *path) {
-        struct statx stx;
-        if (statx(AT_FDCWD, path, 0, STATX_BASIC_STATS, &stx) == 0 &&
-            (stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT))
-                return (stx.stx_attributes & STATX_ATTR_MOUNT_ROOT) != 0;
+#include "relay/platform.h"
 
-        /* Older kernels: a bind mount on the same filesystem keeps st_dev, so only the mount
-         * table can tell; compare the resolved path against every mount point. */
-        char real[4096];
-        if (!realpath(path, real))
-                return false;
-        FILE *f = fopen("/proc/self/mountinfo", "re");
-        if (!f)
-                return false;
-        char line[8192];
-        bool found = false;
-        while (!found && fgets(line, sizeof line, f)) {
-                char mnt[4096];
-                if (sscanf(line, "%*s %*s %*s %*s %4095s", mnt) == 1 && strcmp(mnt, real) == 0)
-                        found = true;
-        }
-        fclose(f);
-        return found;
+bool sf_sockpath_is_mount_point(const char *path) {
+        return sf_mount_point(path);
 }
 
 bool sf_sockpath_dir_is_empty(const char *path) {
@@ -72,7 +53,7 @@ enum sf_sockpath_state sf_sockpath_probe(const char *path) {
                 return SF_PATH_ERROR;
         }
         strcpy(sa.sun_path, path);
-        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        int fd = sf_socket(AF_UNIX, SOCK_STREAM);
         if (fd < 0)
                 return SF_PATH_ERROR;
         enum sf_sockpath_state state;

@@ -17,7 +17,7 @@ enum sf_sockpath_state {
 
 /* Examines path without changing anything. Follows symbolic links. */
 enum sf_sockpath_state sf_sockpath_probe(const char *path);
-/* true when path is the root of a mount (statx STATX_ATTR_MOUNT_ROOT, else mountinfo). */
+/* true when path is the root of a mount (relay/platform.h, sf_mount_point). */
 bool sf_sockpath_is_mount_point(const char *path);
 /* true when path is a directory holding nothing but . and .. */
 bool sf_sockpath_dir_is_empty(const char *path);

@@ -4,11 +4,11 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "conf/log.h"
+#include "shim/platform.h"
 
 static const int forwarded[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH };
 #define N_FORWARDED (sizeof forwarded / sizeof forwarded[0])
@@ -38,9 +38,10 @@ static const char *sig_name(int sig) {
 }
 
 void sf_init_prepare(void) {
-        if (getpid() != 1 && prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0)
+        int r = getpid() != 1 ? sf_proc_child_subreaper() : 0;
+        if (r < 0)
                 sf_log_warn("cannot become a child subreaper (%s); orphaned processes will be reaped by the host's init",
-                            strerror(errno));
+                            strerror(-r));
         struct sigaction ign = { .sa_handler = SIG_IGN };
         sigaction(SIGPIPE, &ign, NULL);
         /* The payload holds the terminal's foreground; sockferry writing its log from the

@@ -10,9 +10,9 @@
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
-#include <linux/vm_sockets.h>
 
 #include "relay/linkmsg.h"
+#include "relay/platform.h"
 
 int64_t sf_netio_now_ms(void) {
         struct timespec ts;
@@ -37,9 +37,9 @@ static int wait_for(int fd, short events, int64_t deadline) {
 
 /* A non-blocking connect to one address, finished within deadline. fd or -errno. */
 static int connect_one(const struct sockaddr *sa, socklen_t len, int64_t deadline) {
-        int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        int fd = sf_socket(sa->sa_family, SOCK_STREAM);
         if (fd < 0)
-                return -errno;
+                return fd;
         int r = 0;
         if (connect(fd, sa, len) < 0) {
                 r = -errno;
@@ -77,7 +77,8 @@ static int dial_tcp(const struct sf_endpoint *ep, int64_t deadline, char *err, s
 int sf_netio_dial(const struct sf_endpoint *ep, uint64_t timeout_ms, char *err, size_t errlen) {
         int64_t deadline = sf_netio_now_ms() + (int64_t)timeout_ms;
         struct sockaddr_un un = { .sun_family = AF_UNIX };
-        struct sockaddr_vm vm = { .svm_family = AF_VSOCK, .svm_cid = ep->cid, .svm_port = ep->port };
+        struct sockaddr_storage vm;
+        socklen_t vmlen;
         size_t n = strlen(ep->path);
         int r;
 
@@ -96,7 +97,9 @@ int sf_netio_dial(const struct sf_endpoint *ep, uint64_t timeout_ms, char *err, 
                 r = dial_tcp(ep, deadline, err, errlen);
                 break;
         case SF_EP_VSOCK:
-                r = connect_one((struct sockaddr *)&vm, sizeof vm, deadline);
+                r = sf_vsock_sockaddr(ep->cid, ep->port, &vm, &vmlen);
+                if (r == 0)
+                        r = connect_one((struct sockaddr *)&vm, vmlen, deadline);
                 break;
         default:
                 snprintf(err, errlen, "%s endpoints cannot be connected to", sf_endpoint_kind_name(ep->kind));
@@ -129,7 +132,7 @@ ssize_t sf_netio_read(int fd, void *buf, size_t len, int64_t deadline) {
 int sf_netio_write_all(int fd, const void *buf, size_t len, int64_t deadline) {
         const char *p = buf;
         while (len > 0) {
-                ssize_t n = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+                ssize_t n = send(fd, p, len, SF_MSG_NOSIGNAL | MSG_DONTWAIT);
                 if (n > 0) {
                         p += n;
                         len -= (size_t)n;

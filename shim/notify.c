@@ -8,6 +8,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "relay/platform.h"
+
 int sf_notify(const char *state) {
         const char *path = getenv("NOTIFY_SOCKET");
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -19,10 +21,10 @@ int sf_notify(const char *state) {
         memcpy(sa.sun_path, path, n);
         if (path[0] == '@')
                 sa.sun_path[0] = '\0';
-        int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        int fd = socket(AF_UNIX, SOCK_DGRAM | SF_SOCK_CLOEXEC, 0);
         if (fd < 0)
                 return -errno;
-        ssize_t r = sendto(fd, state, strlen(state), MSG_NOSIGNAL, (struct sockaddr *)&sa,
+        ssize_t r = sendto(fd, state, strlen(state), SF_MSG_NOSIGNAL, (struct sockaddr *)&sa,
                            (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n));
         int e = errno;
         close(fd);

@@ -6,8 +6,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <unistd.h>
+
+#include "shim/platform.h"
 
 /* Capability numbers run below 64 for as long as the kernel ABI has two 32-bit words;
  * libcap-ng answers "no" for the ones this kernel does not know. */
@@ -65,10 +66,10 @@ int sf_privs_drop(const struct sf_conf *c) {
                         return r;
                 }
         }
-        if (c->no_new_privs && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
-                int err = errno;
-                sf_log_error("no-new-privs: cannot set PR_SET_NO_NEW_PRIVS: %s", strerror(err));
-                return -err;
+        int r = c->no_new_privs ? sf_proc_no_new_privs() : 0;
+        if (r < 0) {
+                sf_log_error("no-new-privs: cannot set PR_SET_NO_NEW_PRIVS: %s", strerror(-r));
+                return r;
         }
         return 0;
 }

@@ -42,7 +42,10 @@ hmusl=$(find "$hstage" -name sockferry-preload-musl.so -type f)
 tests/hardening/check_hardening.sh "${hargs[@]}"
 rm -rf "$hstage"
 
+# The seccomp sandbox on libuv 1.50 (built from trixie's source package) as well as 1.44 (issue 15).
 $SUDO tests/sandbox/ci-stage.sh "$PWD/build-libuv150"
+# The code macOS runs (-Dportable=true) through the e2e suites and valgrind (issue 14).
+$SUDO tests/portable/ci-stage.sh "$PWD/build-portable"
 
 # One closing line for the whole run, counted from meson's test logs.
 python3 - build-ci/meson-logs/testlog.json build-asan/meson-logs/testlog.json <<'PY'

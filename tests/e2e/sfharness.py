@@ -20,6 +20,21 @@ SOCKFERRY = os.environ.get("SOCKFERRY", "sockferry")
 SOURCE_ROOT = os.environ.get("SF_SOURCE_ROOT", os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
 # Under valgrind (SF_VALGRIND=1) every relay runs under memcheck and must exit clean.
 VALGRIND = os.environ.get("SF_VALGRIND") == "1"
+# The relay's engine (relay/engine.h), set by meson: "linux" (epoll, splice, seccomp) or
+# "portable" (libuv streams, what macOS runs). Tests of one engine's mechanism check the other
+# engine's behaviour instead.
+ENGINE = os.environ.get("SF_ENGINE", "linux")
+
+
+def mount_dir(src, target):
+    """Makes the directory target a mount point, as a failed socket bind mount leaves it: a bind
+    mount of src; in the portable build a tmpfs instead, since its mount-point check is the
+    POSIX one (a device change, as on macOS), which a bind mount within one filesystem does not
+    show. Undo with umount."""
+    if ENGINE == "portable":
+        subprocess.run(["mount", "-t", "tmpfs", "sf-e2e", target], check=True)
+    else:
+        subprocess.run(["mount", "--bind", src, target], check=True)
 
 
 class Skip(Exception):

@@ -23,7 +23,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sfharness import (Relay, Server, Skip, Tap, connect, free_port, run_sockferry,  # noqa: E402
-                       tmpdir, wait_for, VALGRIND)
+                       tmpdir, wait_for, ENGINE, VALGRIND)
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--churn", required=True)
@@ -585,6 +585,47 @@ def test_allow_gid_admits_the_group_and_refuses_others():
             shutil.rmtree(d)
 
 
+def test_clients_hanging_up_during_a_pending_dial_release_their_fds_at_once():
+    """Issue 15, item 7: a unix client that connects and closes while its dial is still pending
+    (a blackholed upstream) must not hold its descriptors until connect-timeout. The upstream is
+    a TCP listener that never accepts: once its backlog is full, further SYNs are dropped and
+    each dial hangs. The relay notices the hang-up (the client socket's HUP) and drops the dial;
+    bytes a client sent before closing would still be dialed for."""
+    if ENGINE == "portable":
+        raise Skip("portable engine: libuv reports a client's EOF but not a full hang-up, and a "
+                   "half-closed client may still wait for its reply: the dial runs to connect-timeout")
+    d = tmpdir()
+    black = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    black.bind(("127.0.0.1", 0))
+    black.listen(0)
+    port = black.getsockname()[1]
+    # Fill its accept queue first, so that every dial of the relay hangs.
+    fillers = []
+    for _ in range(3):
+        f = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        f.setblocking(False)
+        f.connect_ex(("127.0.0.1", port))
+        fillers.append(f)
+    n = 300 if VALGRIND else 3000
+    r = Relay(["relay", "-q", "-F", "bh:unix:%s/bh.sock=tcp:127.0.0.1:%d,connect-timeout=60s,max-conns=%d"
+               % (d, port, 2 * n)])
+    try:
+        before = r.fds()
+        for _ in range(n):
+            s = socket.socket(socket.AF_UNIX)
+            s.connect(d + "/bh.sock")
+            s.close()
+        # Each must go with its client, long before the 60 s connect-timeout.
+        wait_for(lambda: r.fds() <= before, timeout=10 * SLOW,
+                 what="relay fds back to %d after %d clients hung up" % (before, n))
+    finally:
+        r.stop()
+        for f in fillers:
+            f.close()
+        black.close()
+        shutil.rmtree(d)
+
+
 # ---- the seccomp sandbox --------------------------------------------------------------------
 
 
@@ -627,6 +668,7 @@ if __name__ == "__main__":
         test_upstream_resets_through_the_authenticated_pair,
         test_10000_concurrent_connections,
         test_100000_sequential_connections_through_an_authenticated_pair_fds_and_rss_flat,
+        test_clients_hanging_up_during_a_pending_dial_release_their_fds_at_once,
         test_allow_uid_refuses_other_users_and_logs_who,
         test_allow_gid_admits_the_group_and_refuses_others,
         test_relay_runs_sandboxed_unless_told_not_to,
