@@ -26,7 +26,7 @@ tests/fuzz/run.sh 10 "$PWD/build-fuzz"
 # Packaging: meson install into a staging tree and meson dist (then a build of the release
 # tarball); the static binary (-Dstatic=true) in an empty chroot holding only it and
 # /etc/hosts; the .deb built (lintian errors fail), installed, used for one forward and
-# removed; the RPM spec parsed. The Dockerfile is not built: CI has no Docker engine.
+# removed; the RPM spec parsed.
 tests/packaging/install-dist.sh build-ci
 $SUDO tests/packaging/static-chroot.sh "$PWD/build-static"
 $SUDO tests/packaging/deb-install.sh "$PWD/build-deb"
@@ -41,6 +41,10 @@ hmusl=$(find "$hstage" -name sockferry-preload-musl.so -type f)
 [ -z "$hmusl" ] || hargs+=("musl-lib:$hmusl")
 tests/hardening/check_hardening.sh "${hargs[@]}"
 rm -rf "$hstage"
+
+# Containers: the images built and run in Debian's docker.io against a host relay, compose and
+# the Kubernetes sidecar's settings (exit 77: skipped, dockerd cannot start here; it says why).
+$SUDO tests/containers/ci-stage.sh || [ $? = 77 ]
 
 # One closing line for the whole run, counted from meson's test logs.
 python3 - build-ci/meson-logs/testlog.json build-asan/meson-logs/testlog.json <<'PY'
