@@ -264,18 +264,26 @@ grep -q /etc/sockferry.conf "$W/noconf.log" || { cat "$W/noconf.log" >&2; fail "
 rc=0
 "$DOCKER" run --rm "${common[@]}" -v "$W/empty:/run/host/dispatch.sock" sockferry sh -c 'exit 7' 2>/dev/null || rc=$?
 expect "payload exit status" 7 "$rc"
-run_d --name sf-ci-stop "${common[@]}" -v "$W/empty:/run/host/dispatch.sock" sockferry
-for _ in $(seq 100); do
-        "$DOCKER" exec sf-ci-stop sh -c 'test -S /run/sockferry/dispatch.sock' 2>/dev/null && break
-        sleep 0.1
-done
+# docker stop with a request in flight (the host service answers after 2 s), from outside
+# the container through the shared socket directory: the relay drains it, then exits 143.
+mkdir -p "$W/stop"
+run_d --name sf-ci-stop "${common[@]}" -v "$W/host/dispatch.sock:/run/host/dispatch.sock" \
+        -v "$W/stop:/run/sockferry" sockferry
+for _ in $(seq 100); do [ -S "$W/stop/dispatch.sock" ] && break; sleep 0.1; done
+curl -sS --max-time 10 --unix-socket "$W/stop/dispatch.sock" http://h/slow-drain >"$W/drain.out" 2>&1 &
+curl_pid=$!
+for _ in $(seq 100); do grep -q 'started /slow-drain' "$W/service.log" && break; sleep 0.05; done
 s=$SECONDS
 "$DOCKER" stop -t 15 sf-ci-stop >/dev/null
+took=$((SECONDS - s))
+wait "$curl_pid" || { cat "$W/drain.out" >&2; fail "docker stop: the request in flight was cut"; }
+expect "docker stop: the request in flight" "host service: /slow-drain" "$(cat "$W/drain.out")"
 expect "docker stop exit status" 143 "$("$DOCKER" inspect -f '{{.State.ExitCode}}' sf-ci-stop)"
-((SECONDS - s < 15)) || fail "docker stop took $((SECONDS - s)) s: SIGKILL, not a drain"
+((took < 15)) || fail "docker stop took $took s: SIGKILL, not a drain"
 "$DOCKER" logs sf-ci-stop >"$W/stop.log" 2>&1
 grep -qi 'error\|warn' "$W/stop.log" && { cat "$W/stop.log" >&2; fail "docker stop: errors in the log"; }
-say "exit: no config 78, payload's 7 passed on, docker stop 143 after $((SECONDS - s)) s"
+[ ! -e "$W/stop/dispatch.sock" ] || fail "docker stop: the listen socket was left behind"
+say "exit: no config 78, payload's 7 passed on; docker stop: the request in flight answered, 143 after $took s"
 
 # ---- health: unhealthy with the reason, then healthy again ----
 s=$(wait_health sf-ci-health unhealthy 40)
