@@ -165,7 +165,7 @@ got=$("$DOCKER" run --rm --label sockferry-ci --network host --entrypoint sh soc
 
 # ---- the host side: a service on a unix socket, a relay with auth = token in front of it ----
 mkdir -p "$W/host" "$W/secrets" "$W/empty" "$W/shared"
-id=$("$DOCKER" create sockferry:static)
+id=$("$DOCKER" create sockferry:static 2>"$W/create.log") || { cat "$W/create.log" >&2; fail "docker create sockferry:static"; }
 "$DOCKER" cp "$id:/usr/bin/sockferry" "$W/sockferry"
 "$DOCKER" rm "$id" >/dev/null
 "$W/sockferry" keygen -o "$W/secrets/sockferry.token" 2>"$W/keygen.log"
