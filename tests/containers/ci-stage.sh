@@ -64,7 +64,7 @@ W=$(mktemp -d /tmp/sockferry-containers.XXXXXX)
 export DOCKER_HOST="unix://$W/docker.sock"
 droot=/var/lib/sockferry-ci-docker.${W##*.}
 xroot=/run/sockferry-ci-docker.${W##*.}
-dockerd_pid="" relay_pid="" service_pid=""
+dockerd_pid="" relay_pid="" service_pid="" made_key="" made_dirs=()
 cleanup() {
         local rc=$?
         set +e
@@ -84,6 +84,8 @@ cleanup() {
         # dockerd leaves its nsfs mount behind (and overlay mounts if it was killed).
         grep -E " ($xroot|$droot)[/ ]" /proc/self/mounts | awk '{print $2}' | sort -r |
                 while read -r m; do umount -l "$m"; done
+        [ -z "$made_key" ] || rm -f /etc/docker/key.json
+        for ((i = ${#made_dirs[@]} - 1; i >= 0; i--)); do [ ! -d "${made_dirs[i]}" ] || rmdir "${made_dirs[i]}"; done
         # Images, build cache and volumes are all in the private data root.
         rm -rf "$droot" "$xroot"
         [ "$rc" = 0 ] || [ -z "${SF_KEEP_LOGS:-}" ] || cp -r "$W" "$SF_KEEP_LOGS"
@@ -107,6 +109,13 @@ cat >"$W/daemon.json" <<'EOF'
   "storage-driver": "overlay2"
 }
 EOF
+# Whatever its roots, dockerd 20.10 writes a trust key to /etc/docker/key.json and makes
+# /run/docker/plugins and (its containerd) /run/containerd/s: removed at the end unless they
+# were there before.
+[ -e /etc/docker/key.json ] || made_key=1
+for d in /run/docker /run/docker/plugins /run/containerd /run/containerd/s; do
+        [ -e "$d" ] || made_dirs+=("$d")
+done
 HTTP_PROXY=http://127.0.0.1:9 HTTPS_PROXY=http://127.0.0.1:9 NO_PROXY= \
         setsid /usr/sbin/dockerd --config-file "$W/daemon.json" -H "$DOCKER_HOST" \
         --data-root "$droot" --exec-root "$xroot" --pidfile "$W/dockerd.pid" \
