@@ -1,0 +1,367 @@
+#!/bin/bash
+# CI stage: sockferry's container images in a real engine (Debian 12's docker.io, BuildKit,
+# docker-compose 1.29), against a host relay on this machine. As root on Debian 12:
+#
+#   tests/containers/ci-stage.sh        exit 0 PASS, 1 FAIL, 77 SKIP (dockerd cannot start here)
+#
+# The engine is private to the stage and touches no network: its own socket, data and exec
+# roots and config file; no bridge, no iptables, no forwarding, so no private address range is
+# ever created, and every container uses --network host. dockerd runs with a proxy that
+# refuses at once, so nothing is pulled from a registry: the Debian base image is built with
+# mmdebstrap from this machine's apt sources and imported. Everything is removed at the end.
+#
+# Checks (doc: packaging/README.md, "Containers"):
+#   images     packaging/docker/Dockerfile, the final (Debian slim) and the static (scratch)
+#              targets, the preload library at the .deb's path, the static image <= 5 MiB
+#   desktop    an empty host directory bind-mounted where the host socket should be: `run`
+#              binds, falls back to TCP, places the alias; curl reaches the host service through
+#              the alias and through the env variable; the empty directory AT the alias path
+#              (the preload library)
+#   native     the real host socket bind-mounted, same config: reached with the host relay down
+#   exit       docker stop -> drain, 143; no config -> 78; the payload's status passed on
+#   health     healthy -> host relay stopped -> unhealthy, reason in docker inspect -> healthy
+#   sidecar    packaging/kubernetes/sidecar.yaml's config, args and securityContext with the
+#              static image (--read-only --cap-drop ALL no-new-privileges); an app container as
+#              uid 1000 reaches the shared sockets
+#   compose    docker-compose up of packaging/docker/compose.yaml as shipped -> healthy
+set -euo pipefail
+src=$(cd "$(dirname "$0")/../.." && pwd)
+DOCKER=/usr/bin/docker   # Debian's CLI: another docker earlier on PATH may lack what is used here
+t0=$SECONDS
+
+say() { printf 'containers: %s\n' "$*"; }
+fail() { printf 'containers: FAIL: %s\n' "$*" >&2; exit 1; }
+skip() { printf 'containers: SKIP: %s\n' "$*"; exit 77; }
+
+[ "$(id -u)" = 0 ] || skip "needs root (apt-get, dockerd)"
+
+# ---- packages: nothing may start at install time (PID 1 is not systemd here) ----
+need=()
+for p in docker.io docker-compose mmdebstrap python3-yaml curl; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
+done
+if ((${#need[@]})); then
+        made_policy=""
+        if [ ! -e /usr/sbin/policy-rc.d ]; then
+                printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+                chmod 0755 /usr/sbin/policy-rc.d
+                made_policy=1
+        fi
+        rc=0
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" \
+                >/tmp/sockferry-containers-apt.log 2>&1 || rc=$?
+        [ -z "$made_policy" ] || rm -f /usr/sbin/policy-rc.d
+        if [ "$rc" != 0 ]; then
+                tail -20 /tmp/sockferry-containers-apt.log >&2
+                fail "apt-get install ${need[*]} failed (exit $rc)"
+        fi
+        rm -f /tmp/sockferry-containers-apt.log
+        say "installed ${need[*]} ($((SECONDS - t0)) s)"
+fi
+
+# ---- state, and one cleanup for every way out ----
+W=$(mktemp -d /tmp/sockferry-containers.XXXXXX)
+export DOCKER_HOST="unix://$W/docker.sock"
+droot=/var/lib/sockferry-ci-docker.${W##*.}
+xroot=/run/sockferry-ci-docker.${W##*.}
+dockerd_pid="" relay_pid="" service_pid="" made_key="" made_dirs=()
+cleanup() {
+        local rc=$?
+        set +e
+        if [ -n "$dockerd_pid" ] && kill -0 "$dockerd_pid" 2>/dev/null; then
+                if [ -f "$W/compose/compose.yaml" ]; then
+                        (cd "$W/compose" && docker-compose -p sockferry-ci -f compose.yaml -f ci.override.yaml \
+                                down -v --timeout 5 >/dev/null 2>&1)
+                fi
+                ids=$("$DOCKER" ps -aq --filter label=sockferry-ci)
+                [ -z "$ids" ] || "$DOCKER" rm -f -v $ids >/dev/null
+                kill -TERM "$dockerd_pid"
+                for _ in $(seq 150); do kill -0 "$dockerd_pid" 2>/dev/null || break; sleep 0.1; done
+                kill -0 "$dockerd_pid" 2>/dev/null && kill -KILL "$dockerd_pid"
+        fi
+        [ -z "$dockerd_pid" ] || wait "$dockerd_pid" 2>/dev/null
+        for p in $relay_pid $service_pid; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+        # dockerd leaves its nsfs mount behind (and overlay mounts if it was killed).
+        grep -E " ($xroot|$droot)[/ ]" /proc/self/mounts | awk '{print $2}' | sort -r |
+                while read -r m; do umount -l "$m"; done
+        [ -z "$made_key" ] || rm -f /etc/docker/key.json
+        for ((i = ${#made_dirs[@]} - 1; i >= 0; i--)); do [ ! -d "${made_dirs[i]}" ] || rmdir "${made_dirs[i]}"; done
+        # Images, build cache and volumes are all in the private data root.
+        rm -rf "$droot" "$xroot"
+        [ "$rc" = 0 ] || [ -z "${SF_KEEP_LOGS:-}" ] || cp -r "$W" "$SF_KEEP_LOGS"
+        rm -rf "$W"
+        if [ "$rc" = 0 ]; then
+                say "PASS ($((SECONDS - t0)) s)"
+        fi
+        exit "$rc"
+}
+trap cleanup EXIT
+
+# ---- the engine ----
+cat >"$W/daemon.json" <<'EOF'
+{
+  "bridge": "none",
+  "iptables": false,
+  "ip6tables": false,
+  "ip-forward": false,
+  "ip-masq": false,
+  "host-gateway-ip": "127.0.0.1",
+  "storage-driver": "overlay2"
+}
+EOF
+# Whatever its roots, dockerd 20.10 writes a trust key to /etc/docker/key.json and makes
+# /run/docker/plugins and (its containerd) /run/containerd/s: removed at the end unless they
+# were there before.
+[ -e /etc/docker/key.json ] || made_key=1
+for d in /run/docker /run/docker/plugins /run/containerd /run/containerd/s; do
+        [ -e "$d" ] || made_dirs+=("$d")
+done
+HTTP_PROXY=http://127.0.0.1:9 HTTPS_PROXY=http://127.0.0.1:9 NO_PROXY= \
+        setsid /usr/sbin/dockerd --config-file "$W/daemon.json" -H "$DOCKER_HOST" \
+        --data-root "$droot" --exec-root "$xroot" --pidfile "$W/dockerd.pid" \
+        >"$W/dockerd.log" 2>&1 </dev/null &
+dockerd_pid=$!
+for _ in $(seq 300); do
+        "$DOCKER" version >/dev/null 2>&1 && break
+        kill -0 "$dockerd_pid" 2>/dev/null || break
+        sleep 0.1
+done
+if ! "$DOCKER" version >/dev/null 2>&1; then
+        tail -5 "$W/dockerd.log" | sed 's/^/containers: dockerd: /'
+        skip "dockerd does not start on this machine (its log above)"
+fi
+versions="dockerd $("$DOCKER" version -f '{{.Server.Version}}'), CLI $("$DOCKER" version -f '{{.Client.Version}}'), $(docker-compose version --short | sed 's/^/docker-compose /'), containerd $("$DOCKER" version -f '{{range .Server.Components}}{{if eq .Name "containerd"}}{{.Version}}{{end}}{{end}}')"
+say "engine up: $versions ($((SECONDS - t0)) s)"
+
+# ---- the Debian base image, from this machine's apt sources (no registry) ----
+sources=()
+for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
+        [ -f "$f" ] && grep -qE '(^|[[:space:]])bookworm([[:space:]]|$)' "$f" && sources+=("$f")
+done
+# The same path excludes as Debian's -slim images.
+# In a session of its own: mmdebstrap signals its whole process group when it fails.
+setsid -w mmdebstrap --quiet --variant=minbase --format=tar \
+        --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/info/*' \
+        --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \
+        --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-include=/usr/share/locale/locale.alias' \
+        bookworm "$W/base.tar" "${sources[@]}" >"$W/mmdebstrap.log" 2>&1 </dev/null ||
+        { tail -20 "$W/mmdebstrap.log" >&2; fail "mmdebstrap of the base image failed"; }
+"$DOCKER" import "$W/base.tar" debian:bookworm-slim >/dev/null
+rm -f "$W/base.tar"
+"$DOCKER" tag debian:bookworm-slim debian:bookworm
+say "base image debian:bookworm(-slim) from mmdebstrap minbase ($((SECONDS - t0)) s)"
+
+# ---- the project's images ----
+build() {
+        DOCKER_BUILDKIT=1 "$DOCKER" build --network host --progress plain "$@" >"$W/build.log" 2>&1 ||
+                { tail -40 "$W/build.log" >&2; fail "docker build $* failed"; }
+}
+build -f "$src/packaging/docker/Dockerfile" -t sockferry "$src"
+build -f "$src/packaging/docker/Dockerfile" --target static -t sockferry:static "$src"
+# The client: an application image that takes sockferry with COPY --from (packaging/README.md).
+build -t sockferry-ci-client - <"$src/tests/containers/app.Dockerfile"
+size_final=$("$DOCKER" image inspect -f '{{.Size}}' sockferry)
+size_static=$("$DOCKER" image inspect -f '{{.Size}}' sockferry:static)
+say "images: sockferry $((size_final / 1024 / 1024)) MiB, sockferry:static $size_static bytes ($((SECONDS - t0)) s)"
+[ "$size_static" -le $((5 * 1024 * 1024)) ] || fail "sockferry:static is $size_static bytes, more than 5 MiB"
+
+# The preload library where the .deb puts it, and nowhere else.
+got=$("$DOCKER" run --rm --label sockferry-ci --network host --entrypoint sh sockferry -c \
+        'ls -d /usr/lib*/sockferry/sockferry-preload.so /usr/lib/*/sockferry/sockferry-preload.so 2>/dev/null; true' \
+        2>"$W/preload-path.log") || { cat "$W/preload-path.log" >&2; fail "docker run of the image failed"; }
+[ "$got" = /usr/lib/x86_64-linux-gnu/sockferry/sockferry-preload.so ] ||
+        fail "preload library in the image: '$got', expected /usr/lib/x86_64-linux-gnu/sockferry/sockferry-preload.so only"
+
+# ---- the host side: a service on a unix socket, a relay with auth = token in front of it ----
+mkdir -p "$W/host" "$W/secrets" "$W/empty" "$W/shared"
+id=$("$DOCKER" create sockferry:static 2>"$W/create.log") || { cat "$W/create.log" >&2; fail "docker create sockferry:static"; }
+"$DOCKER" cp "$id:/usr/bin/sockferry" "$W/sockferry"
+"$DOCKER" rm "$id" >/dev/null
+"$W/sockferry" keygen -o "$W/secrets/sockferry.token" 2>"$W/keygen.log"
+chmod 0400 "$W/secrets/sockferry.token"
+python3 "$src/tests/containers/host_service.py" "$W/host/dispatch.sock" 2>"$W/service.log" &
+service_pid=$!
+# The host relay's port: 7777 as in the shipped files, another one (written into the test's
+# copies of them) when something else on this machine has it.
+PORT=7777
+bindable() { python3 -c 'import socket, sys; socket.socket().bind(("127.0.0.1", int(sys.argv[1])))' "$1" 2>/dev/null; }
+bindable "$PORT" || PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+[ "$PORT" = 7777 ] || say "127.0.0.1:7777 is taken on this machine: the host relay listens on $PORT"
+start_relay() {
+        "$W/sockferry" relay -F "dispatch:tcp:127.0.0.1:$PORT=unix:$W/host/dispatch.sock,auth=token,token-file=$W/secrets/sockferry.token" \
+                2>>"$W/relay.log" &
+        relay_pid=$!
+        for _ in $(seq 100); do
+                "$W/sockferry" probe "$W/host/dispatch.sock" >/dev/null 2>&1 &&
+                        (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && return 0
+                kill -0 "$relay_pid" 2>/dev/null || break
+                sleep 0.1
+        done
+        cat "$W/relay.log" >&2
+        fail "the host relay did not start on 127.0.0.1:$PORT"
+}
+stop_relay() { kill "$relay_pid"; wait "$relay_pid" || true; relay_pid=""; }
+start_relay
+sed "s/:7777\$/:$PORT/" "$src/packaging/docker/sockferry.conf" >"$W/sockferry.conf"
+
+# Every container: host network, host.docker.internal = 127.0.0.1 (host-gateway-ip), the
+# config and the token (0400, root) bind-mounted, a label for the cleanup.
+common=(--label sockferry-ci --network host --add-host host.docker.internal:host-gateway
+        -v "$W/sockferry.conf:/etc/sockferry.conf:ro" -v "$W/secrets/sockferry.token:/run/secrets/sockferry.token:ro")
+expect() { # NAME EXPECTED GOT
+        [ "$2" = "$3" ] || fail "$1: expected [$2], got [$3]"
+}
+run_d() { # docker run -d ARGS...; its stderr only when it fails (it warns that forwarding is off)
+        "$DOCKER" run -d "$@" >/dev/null 2>"$W/run-d.log" || { cat "$W/run-d.log" >&2; fail "docker run -d $*"; }
+}
+health() { "$DOCKER" inspect -f '{{.State.Health.Status}}' "$1"; }
+wait_health() { # CONTAINER STATUS MAX_SECONDS; prints the seconds it took
+        local s=$SECONDS
+        while [ "$(health "$1")" != "$2" ]; do
+                ((SECONDS - s < $3)) || { "$DOCKER" inspect -f '{{json .State.Health}}' "$1" >&2; "$DOCKER" logs "$1" >&2; fail "$1 not $2 within $3 s"; }
+                sleep 0.2
+        done
+        echo $((SECONDS - s))
+}
+
+# ---- health, started first: its waits overlap the other checks ----
+run_d --name sf-ci-health "${common[@]}" -v "$W/empty:/run/host/dispatch.sock" sockferry
+hstart=$SECONDS
+
+# ---- desktop: an empty host directory where the host socket should be ----
+# An unmodified client as the payload: curl through the alias and through the env variable.
+alias_and_env() { # NAME HOST_PATH_AT_/run/host/dispatch.sock
+        local got
+        got=$("$DOCKER" run --rm "${common[@]}" -v "$2:/run/host/dispatch.sock" sockferry-ci-client sh -c '
+                curl -sS --max-time 10 --unix-socket /run/ward/dispatch-broker.sock http://h/alias &&
+                curl -sS --max-time 10 --unix-socket "$WARD_DISPATCH_BROKER_SOCK" http://h/env &&
+                echo "env=$WARD_DISPATCH_BROKER_SOCK link=$(readlink /run/ward/dispatch-broker.sock)"' \
+                2>"$W/$1.log") || { cat "$W/$1.log" >&2; fail "$1: the client failed"; }
+        expect "$1" "host service: /alias
+host service: /env
+env=/run/sockferry/dispatch.sock link=/run/sockferry/dispatch.sock" "$got"
+}
+alias_and_env desktop "$W/empty"
+grep -q 'host service: /alias\|"GET /alias' "$W/service.log" || fail "desktop: the host service saw no request"
+[ -z "$(ls -A "$W/empty")" ] || fail "desktop: something was written into the empty host directory"
+say "desktop: empty directory at /run/host/dispatch.sock -> TCP to the host relay; curl through the alias and \$WARD_DISPATCH_BROKER_SOCK: OK"
+
+# The empty directory at the alias path itself (a mount point): only the preload library helps.
+got=$("$DOCKER" run --rm "${common[@]}" -v "$W/empty:/run/host/dispatch.sock" \
+        -v "$W/empty:/run/ward/dispatch-broker.sock" sockferry-ci-client \
+        sh -c 'echo "$LD_PRELOAD"; curl -sS --max-time 10 --unix-socket /run/ward/dispatch-broker.sock http://h/preload' \
+        2>"$W/preload.log") || { cat "$W/preload.log" >&2; fail "preload: the client failed"; }
+expect preload "/usr/lib/x86_64-linux-gnu/sockferry/sockferry-preload.so
+host service: /preload" "$got"
+say "desktop: empty directory AT the alias path -> curl through the preload library: OK"
+
+# ---- health: healthy with the link working, unhealthy without the host relay ----
+s=$(wait_health sf-ci-health healthy 30)
+say "health: healthy $((SECONDS - hstart)) s after docker run"
+stop_relay
+hdown=$SECONDS
+
+# ---- native: the real host socket bind-mounted, same config, host relay down ----
+alias_and_env native "$W/host/dispatch.sock"
+say "native: host socket bind-mounted -> unix:/run/host/dispatch.sock (host relay stopped), alias and env: OK"
+
+# ---- exit statuses ----
+rc=0
+"$DOCKER" run --rm --label sockferry-ci --network host sockferry true 2>"$W/noconf.log" || rc=$?
+expect "no config exit status" 78 "$rc"
+grep -q /etc/sockferry.conf "$W/noconf.log" || { cat "$W/noconf.log" >&2; fail "no config: the message does not name /etc/sockferry.conf"; }
+rc=0
+"$DOCKER" run --rm "${common[@]}" -v "$W/empty:/run/host/dispatch.sock" sockferry sh -c 'exit 7' 2>/dev/null || rc=$?
+expect "payload exit status" 7 "$rc"
+# docker stop with a request in flight (the host service answers after 2 s), from outside
+# the container through the shared socket directory: the relay drains it, then exits 143.
+mkdir -p "$W/stop"
+run_d --name sf-ci-stop "${common[@]}" -v "$W/host/dispatch.sock:/run/host/dispatch.sock" \
+        -v "$W/stop:/run/sockferry" sockferry
+for _ in $(seq 100); do [ -S "$W/stop/dispatch.sock" ] && break; sleep 0.1; done
+curl -sS --max-time 10 --unix-socket "$W/stop/dispatch.sock" http://h/slow-drain >"$W/drain.out" 2>&1 &
+curl_pid=$!
+for _ in $(seq 100); do grep -q 'started /slow-drain' "$W/service.log" && break; sleep 0.05; done
+s=$SECONDS
+"$DOCKER" stop -t 15 sf-ci-stop >/dev/null
+took=$((SECONDS - s))
+wait "$curl_pid" || { cat "$W/drain.out" >&2; fail "docker stop: the request in flight was cut"; }
+expect "docker stop: the request in flight" "host service: /slow-drain" "$(cat "$W/drain.out")"
+expect "docker stop exit status" 143 "$("$DOCKER" inspect -f '{{.State.ExitCode}}' sf-ci-stop)"
+((took < 15)) || fail "docker stop took $took s: SIGKILL, not a drain"
+"$DOCKER" logs sf-ci-stop >"$W/stop.log" 2>&1
+grep -qi 'error\|warn' "$W/stop.log" && { cat "$W/stop.log" >&2; fail "docker stop: errors in the log"; }
+[ ! -e "$W/stop/dispatch.sock" ] || fail "docker stop: the listen socket was left behind"
+say "exit: no config 78, payload's 7 passed on; docker stop: the request in flight answered, 143 after $took s"
+
+# ---- health: unhealthy with the reason, then healthy again ----
+s=$(wait_health sf-ci-health unhealthy 40)
+reason=$("$DOCKER" inspect -f '{{json .State.Health}}' sf-ci-health |
+        python3 -c 'import json, sys; print(json.load(sys.stdin)["Log"][-1]["Output"].strip())')
+say "health: unhealthy $((SECONDS - hdown)) s after the host relay stopped; docker inspect: $reason"
+echo "$reason" | grep -q "127.0.0.1:$PORT\|host.docker.internal:$PORT" || fail "health: the reason does not name the host relay's address"
+start_relay
+hup=$SECONDS
+s=$(wait_health sf-ci-health healthy 30)
+say "health: healthy again $((SECONDS - hup)) s after the host relay restarted"
+"$DOCKER" rm -f sf-ci-health >/dev/null
+
+# ---- sidecar: packaging/kubernetes/sidecar.yaml with the static image ----
+# Its ConfigMap, its sidecar's command and args ($(NODE_IP) = this machine) and its
+# securityContext, as docker run flags; the shared emptyDir is a host directory (0777, as
+# kubelet makes it), the Secret a 0400 file.
+mkdir -p "$W/sidecar"
+chmod 0777 "$W/shared"
+python3 - "$src/packaging/kubernetes/sidecar.yaml" "$W/sidecar" "$PORT" <<'PY'
+import sys, yaml
+docs = list(yaml.safe_load_all(open(sys.argv[1])))
+cm = next(d for d in docs if d["kind"] == "ConfigMap")
+dep = next(d for d in docs if d["kind"] == "Deployment")
+pod = dep["spec"]["template"]["spec"]
+sc = next(c for c in pod["initContainers"] if c["name"] == "sockferry")
+ctx = sc["securityContext"]
+assert ctx == {"runAsUser": 0, "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+               "capabilities": {"drop": ["ALL"]}}, ctx
+assert [m["mountPath"] for m in sc["volumeMounts"]] == ["/run/sockferry", "/etc/sockferry", "/run/secrets/sockferry"]
+conf = cm["data"]["sockferry.conf"]
+args = " ".join(sc["args"])
+assert ":7777\n" in conf and "$(NODE_IP):7777" in args, (conf, args)
+with open(sys.argv[2] + "/sockferry.conf", "w") as f:
+    f.write(conf.replace(":7777\n", ":%s\n" % sys.argv[3]))
+with open(sys.argv[2] + "/argv", "w") as f:
+    f.write("\0".join(sc["command"] + [a.replace("$(NODE_IP):7777", "127.0.0.1:" + sys.argv[3]) for a in sc["args"]]))
+PY
+mapfile -d '' argv <"$W/sidecar/argv"
+run_d --name sf-ci-sidecar --label sockferry-ci --network host \
+        --add-host sockferry-host.sockferry.svc.cluster.local:127.0.0.1 \
+        --user 0 --read-only --cap-drop ALL --security-opt no-new-privileges \
+        -v "$W/shared:/run/sockferry" -v "$W/sidecar:/etc/sockferry:ro" \
+        -v "$W/secrets/sockferry.token:/run/secrets/sockferry/token:ro" \
+        --entrypoint "${argv[0]}" sockferry:static "${argv[@]:1}"
+s=$(wait_health sf-ci-sidecar healthy 30)
+app() { # the app container: uid 1000, only the shared directory
+        "$DOCKER" run --rm --label sockferry-ci --network host --user 1000:1000 \
+                -v "$W/shared:/run/sockferry" --entrypoint curl sockferry-ci-client -sS --max-time 10 "$@"
+}
+got=$(app --unix-socket /run/sockferry/dispatch.sock http://h/sidecar-configmap) || fail "sidecar: dispatch.sock"
+expect sidecar "host service: /sidecar-configmap" "$got"
+got=$(app --unix-socket /run/sockferry/node.sock http://h/sidecar-node) || fail "sidecar: node.sock"
+expect sidecar "host service: /sidecar-node" "$got"
+say "sidecar: sockferry:static --read-only --cap-drop ALL no-new-privileges, healthy in $s s; uid 1000 reaches dispatch.sock and node.sock: OK"
+"$DOCKER" stop -t 15 sf-ci-sidecar >/dev/null
+expect "sidecar exit status" 0 "$("$DOCKER" inspect -f '{{.State.ExitCode}}' sf-ci-sidecar)"
+
+# ---- compose: packaging/docker/compose.yaml as shipped, its config and the token beside it ----
+# The only addition is the network (this engine has no bridge).
+mkdir -p "$W/compose"
+cp "$src/packaging/docker/compose.yaml" "$W/compose/"
+cp "$W/sockferry.conf" "$W/compose/"
+install -m 0400 "$W/secrets/sockferry.token" "$W/compose/sockferry.token"
+printf 'services:\n  agent:\n    network_mode: host\n    labels: [sockferry-ci]\n' >"$W/compose/ci.override.yaml"
+(cd "$W/compose" && HOST_SOCKET="$W/empty" docker-compose -p sockferry-ci -f compose.yaml -f ci.override.yaml \
+        up -d >"$W/compose.log" 2>&1) || { cat "$W/compose.log" >&2; fail "docker-compose up failed"; }
+cid=$(cd "$W/compose" && docker-compose -p sockferry-ci -f compose.yaml -f ci.override.yaml ps -q agent)
+s=$(wait_health "$cid" healthy 30)
+(cd "$W/compose" && docker-compose -p sockferry-ci -f compose.yaml -f ci.override.yaml down -v >>"$W/compose.log" 2>&1) ||
+        { cat "$W/compose.log" >&2; fail "docker-compose down failed"; }
+say "compose: docker-compose up of packaging/docker/compose.yaml, healthy in $s s, down: OK"
