@@ -94,6 +94,40 @@ static int check_dir(const struct walk *w, int fd) {
         return 0;
 }
 
+/* The socket's own directory is a volume mounted for it (a Kubernetes emptyDir shared by a
+ * sidecar and its app, a directory bind-mounted into a container): such a mount is 0777, root's
+ * and not sticky, and nobody can mount it otherwise. When the relay's user owns it, it is the
+ * relay's to close: write access for group and others goes (0777 -> 0755) before anything is
+ * examined or bound in it, so nobody else can rename or replace what the relay puts there;
+ * clients keep connecting (search and the socket's own mode suffice). Only with apply (the
+ * test mode changes nothing: it says what would be done, and true, so that the directory
+ * passes as it will). */
+static bool tighten_volume(const struct walk *w, int fd, bool apply) {
+        struct stat st;
+        if (fstat(fd, &st) < 0 || sf_safedir_dir_ok(w->p, &st) || st.st_uid != geteuid() ||
+            (st.st_mode & S_ISVTX) || !sf_mount_point(w->where))
+                return false;
+        mode_t mode = st.st_mode & 07777 & ~(mode_t)(S_IWGRP | S_IWOTH);
+        if (!apply) {
+                sf_log(SF_LOG_WARN, w->name, 0, "%s: %s is a volume with mode %04o; the relay will make it %04o",
+                       w->what, w->where, (unsigned)(st.st_mode & 07777), (unsigned)mode);
+                return true;
+        }
+        int rfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (rfd < 0 || fchmod(rfd, mode) < 0) {
+                sf_log(SF_LOG_WARN, w->name, 0, "%s: cannot take write access to %s from others: %s", w->what,
+                       w->where, strerror(errno));
+        } else {
+                sf_log(SF_LOG_WARN, w->name, 0,
+                       "%s: %s is a volume mounted with mode %04o: made it %04o so that only its owner can change "
+                       "what is in it",
+                       w->what, w->where, (unsigned)(st.st_mode & 07777), (unsigned)mode);
+        }
+        if (rfd >= 0)
+                close(rfd);
+        return false;
+}
+
 static void where_push(struct walk *w, const char *comp) {
         size_t n = strlen(w->where);
         snprintf(w->where + n, sizeof w->where - n, "%s%s", n > 1 ? "/" : "", comp);
@@ -215,7 +249,10 @@ int sf_safedir_open(const struct sf_safedir_policy *p, const char *path, bool cr
                 }
                 close(fd);
                 fd = nfd;
-                if ((r = check_dir(&w, fd)) < 0)
+                while (*s == '/')
+                        s++;
+                bool will_be_safe = !*s && tighten_volume(&w, fd, create);
+                if (!will_be_safe && (r = check_dir(&w, fd)) < 0)
                         break;
         }
         if (fd >= 0)

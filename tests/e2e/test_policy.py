@@ -446,10 +446,50 @@ def test_a_name_that_resolves_to_loopback_listens_without_auth():
         shutil.rmtree(d)
 
 
+def test_a_volume_mounted_for_the_socket_is_closed_to_others():
+    """A Kubernetes emptyDir or a bind-mounted directory is a 0777 root-owned mount: the relay
+    takes write access from others (0755) before binding, and nobody can then move its socket;
+    the same directory without a mount stays refused (the test above)."""
+    need_root()
+    base = base_dir()
+    volume, mnt = os.path.join(base, "volume"), os.path.join(base, "run")
+    os.mkdir(volume)
+    os.chmod(volume, 0o777)
+    os.mkdir(mnt)
+    up = Upstream(os.path.join(base, "svc.sock"))
+    prefix = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+              'mount --bind "$0" "$1" && shift && exec "$@"', volume, mnt]
+    try:
+        t = subprocess.run(prefix + [os.environ.get("SOCKFERRY", "sockferry"), "relay", "-t", "-F",
+                                     "v:unix:%s/s.sock=unix:%s" % (mnt, up.where)],
+                           capture_output=True, text=True, timeout=20)
+        assert t.returncode == 0 and "the relay will make it 0755" in t.stderr, (t.returncode, t.stderr)
+        assert os.stat(volume).st_mode & 0o7777 == 0o777, "the test mode changed the volume"
+        r = Relay(["relay", "-F", "v:unix:%s/s.sock=unix:%s" % (mnt, up.where)], prefix=prefix)
+        try:
+            assert os.stat(volume).st_mode & 0o7777 == 0o755, oct(os.stat(volume).st_mode)
+            assert "is a volume mounted with mode 0777: made it 0755" in r.text(), r.text()
+            sock = os.path.join(volume, "s.sock")
+            with socket.socket(socket.AF_UNIX) as c:
+                c.settimeout(5)
+                c.connect(sock)
+                assert c.recv(100).startswith(BANNER)
+            p = nobody_python("import os, sys\ntry:\n    os.rename(sys.argv[1], sys.argv[1] + '.moved')\n"
+                              "    print('moved')\nexcept PermissionError:\n    print('refused')", sock)
+            out, _ = p.communicate(timeout=10)
+            assert out.strip() == "refused", out
+        finally:
+            r.stop()
+    finally:
+        up.stop()
+        shutil.rmtree(base)
+
+
 if __name__ == "__main__":
     sys.exit(Tap([
         test_a_nobody_cannot_take_over_a_socket_in_its_writable_directory,
         test_a_a_world_writable_root_directory_is_refused_too,
+        test_a_volume_mounted_for_the_socket_is_closed_to_others,
         test_b_nobody_cannot_make_the_relay_delete_a_live_socket,
         test_c_nobodys_link_does_not_decide_where_root_creates_its_socket,
         test_safe_places_still_work_sticky_tmp_and_roots_links,
