@@ -67,13 +67,10 @@ stage $SUDO tests/containers/ci-stage.sh
 
 # One closing line for the whole run, counted from meson's test logs (the main, ASan, libuv 1.50
 # and portable builds) and the stages above.
-python3 - "$stages_passed" "$stages_skipped" build-ci/meson-logs/testlog.json build-asan/meson-logs/testlog.json \
-        build-libuv150/meson-logs/testlog.json build-portable/meson-logs/testlog.json <<'PY'
-import json, os, sys
+python3 - "$stages_passed" "$stages_skipped" build-ci build-asan build-libuv150 build-portable <<'PY'
+import glob, json, sys
 passed, skipped, failed = int(sys.argv[1]), int(sys.argv[2]), 0
-for path in sys.argv[3:]:
-    if not os.path.exists(path):
-        continue
+for path in (p for d in sys.argv[3:] for p in sorted(glob.glob(d + "/meson-logs/*.json"))):
     with open(path) as f:
         for line in f:
             r = json.loads(line)["result"]
