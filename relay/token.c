@@ -235,10 +235,20 @@ static int make_parents(const char *path) {
         return 0;
 }
 
-/* Writes the token to fd, then fsync: a token is whole on disk or not there. */
-static int token_write(int fd, const char *path, const char *hex, size_t len) {
-        int r = write_all(fd, hex, len);
+/* Fills the new file at fd (named `file` in messages) with the token for path: mode 0600, the
+ * token, fsync, close: a token is whole on disk or not there. Closes fd in every case. */
+static int token_write(int fd, const char *file, const char *path, const char *hex, size_t len) {
+        /* open()'s mode went through the umask, which may leave less than 0600 to the owner. */
+        int r = fchmod(fd, 0600) < 0 ? -errno : 0;
+        if (r < 0) {
+                sf_log_error("cannot set mode 0600 on %s: %s", file, strerror(-r));
+                close(fd);
+                return r;
+        }
+        r = write_all(fd, hex, len);
         if (r == 0 && fsync(fd) < 0)
+                r = -errno;
+        if (close(fd) < 0 && r == 0)
                 r = -errno;
         if (r < 0)
                 sf_log_error("cannot write the token to %s: %s", path, strerror(-r));
@@ -257,16 +267,9 @@ static int token_create(const char *path, const char *hex, size_t len) {
                         sf_log_error("cannot create token file %s: %s", path, strerror(e));
                 return -e;
         }
-        /* open()'s mode went through the umask, which may leave less than 0600 to the owner. */
-        int r = fchmod(fd, 0600) < 0 ? -errno : 0;
-        if (r < 0)
-                sf_log_error("cannot set mode 0600 on token file %s: %s", path, strerror(-r));
-        if (r == 0)
-                r = token_write(fd, path, hex, len);
-        if (close(fd) < 0 && r == 0) {
-                r = -errno;
-                sf_log_error("cannot write the token to %s: %s", path, strerror(-r));
-        }
+        char file[PATH_MAX + 16];
+        snprintf(file, sizeof file, "token file %s", path);
+        int r = token_write(fd, file, path, hex, len);
         /* Half a token is worse than none: a relay would refuse it with a confusing length. */
         if (r < 0)
                 unlink(path);
@@ -315,15 +318,9 @@ static int token_replace(const char *path, const char *hex, size_t len) {
                 close(dfd);
                 return r;
         }
-        r = fchmod(fd, 0600) < 0 ? -errno : 0;
-        if (r < 0)
-                sf_log_error("cannot set mode 0600 on a new token file beside %s: %s", path, strerror(-r));
-        if (r == 0)
-                r = token_write(fd, path, hex, len);
-        if (close(fd) < 0 && r == 0) {
-                r = -errno;
-                sf_log_error("cannot write the token to %s: %s", path, strerror(-r));
-        }
+        char file[PATH_MAX + 32];
+        snprintf(file, sizeof file, "a new token file beside %s", path);
+        r = token_write(fd, file, path, hex, len);
         if (r == 0 && renameat(dfd, tmp, dfd, base) < 0) {
                 r = -errno;
                 sf_log_error("cannot replace token file %s: %s", path, strerror(-r));
