@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "conf/platform.h"
 #include "conf/value.h"
 
 #define GLOBAL_SECTION "sockferry"
@@ -141,7 +142,7 @@ static void forward_error(const struct sf_forward *f, const char *key, const cha
 /* Per-forward keys. */
 
 static int parse_listen(struct sf_forward *f, const char *v, char *err, size_t errlen) {
-        if (sf_endpoint_parse(v, &f->listen, err, errlen) < 0)
+        if (sf_endpoint_parse(v, &f->listen, err, errlen) < 0 || sf_endpoint_supported(&f->listen, err, errlen) < 0)
                 return -EINVAL;
         f->listen_set = true;
         return 0;
@@ -157,7 +158,7 @@ static int parse_connect(struct sf_forward *f, const char *v, char *err, size_t 
                         return fail(err, errlen, "more than %d endpoints, expected at most %d candidates",
                                     SF_MAX_CANDIDATES, SF_MAX_CANDIDATES);
                 struct sf_endpoint *ep = &eps[n];
-                if (sf_endpoint_parse_n(item, len, ep, err, errlen) < 0)
+                if (sf_endpoint_parse_n(item, len, ep, err, errlen) < 0 || sf_endpoint_supported(ep, err, errlen) < 0)
                         return -EINVAL;
                 if (ep->kind == SF_EP_SYSTEMD || ep->kind == SF_EP_FD)
                         return fail(err, errlen,
@@ -367,11 +368,11 @@ static int parse_log_format(struct sf_conf *c, const char *v, char *err, size_t 
 }
 
 static int parse_control(struct sf_conf *c, const char *v, char *err, size_t errlen) {
-        if (sf_endpoint_parse(v, &c->control, err, errlen) < 0)
+        if (sf_endpoint_parse(v, &c->control, err, errlen) < 0 || sf_endpoint_supported(&c->control, err, errlen) < 0)
                 return -EINVAL;
         /* The control socket answers stats and must not be reachable from the network. */
-        if (c->control.kind != SF_EP_UNIX && c->control.kind != SF_EP_ABSTRACT)
-                return fail(err, errlen, "%s is not a unix socket, expected unix:/abs/path or unix:@name", v);
+        if (c->control.kind != SF_EP_UNIX && c->control.kind != SF_EP_ABSTRACT && c->control.kind != SF_EP_NPIPE)
+                return fail(err, errlen, "%s is not %s", v, sf_conf_local_endpoints);
         c->control_set = true;
         return 0;
 }

@@ -54,6 +54,40 @@ static int parse_port(const char *s, size_t len, const char *text, struct sf_end
         return 0;
 }
 
+/* npipe:NAME, and the forms people paste: npipe:\\.\pipe\NAME (Windows' own) and
+ * npipe:////./pipe/NAME (Docker's DOCKER_HOST), with either slash. Only this machine's pipes
+ * (".") are accepted: a pipe on another host is reached over SMB, with Windows credentials. */
+static int parse_npipe(const char *text, size_t len, struct sf_endpoint *ep, char *err, size_t errlen) {
+        const char *p = text + 6, *end = text + len;
+        size_t slashes = 0;
+        while (p + slashes < end && (p[slashes] == '/' || p[slashes] == '\\'))
+                slashes++;
+        if (slashes) {
+                if (slashes != 2 && slashes != 4)
+                        return fail(err, errlen, "%s: bad pipe path, expected npipe:NAME or npipe:\\\\.\\pipe\\NAME%s", text, "");
+                p += slashes;
+                if (p >= end || *p != '.' || p + 1 >= end || (p[1] != '/' && p[1] != '\\'))
+                        return fail(err, errlen,
+                                    "%s: only pipes on this machine are supported (\\\\.\\pipe\\NAME); reach another host over tcp:%s",
+                                    text, "");
+                p += 2;
+                if ((size_t)(end - p) < 5 || strncasecmp(p, "pipe", 4) != 0 || (p[4] != '/' && p[4] != '\\'))
+                        return fail(err, errlen, "%s: bad pipe path, expected npipe:\\\\.\\pipe\\NAME%s", text, "");
+                p += 5;
+        }
+        size_t n = (size_t)(end - p);
+        if (n == 0)
+                return fail(err, errlen, "%s: empty pipe name, expected npipe:NAME (for \\\\.\\pipe\\NAME)%s", text, "");
+        if (n > SF_NPIPE_NAME_MAX)
+                return fail(err, errlen, "%s: pipe name is too long (%d characters at most)%s", text, SF_NPIPE_NAME_MAX, "");
+        for (size_t i = 0; i < n; i++)
+                if ((unsigned char)p[i] < ' ')
+                        return fail(err, errlen, "%s: control character in the pipe name%s", text, "");
+        ep->kind = SF_EP_NPIPE;
+        memcpy(ep->pipe, p, n);
+        return 0;
+}
+
 int sf_endpoint_parse_n(const char *s, size_t len, struct sf_endpoint *ep, char *err, size_t errlen) {
         memset(ep, 0, sizeof *ep);
         ep->fd = -1;
@@ -183,6 +217,8 @@ int sf_endpoint_parse_n(const char *s, size_t len, struct sf_endpoint *ep, char 
                 ep->fd = (int)v;
                 return 0;
         }
+        if (has_prefix(text, len, "npipe:"))
+                return parse_npipe(text, len, ep, err, errlen);
         if (text[0] == '/')
                 return fail(err, errlen, "%s: missing transport, did you mean unix:%s?", text, text);
         return fail(err, errlen, "%s: unknown endpoint type, %s", text, EXPECTED);
@@ -206,6 +242,9 @@ bool sf_endpoint_equal(const struct sf_endpoint *a, const struct sf_endpoint *b)
                 return a->port == b->port && a->cid == b->cid;
         case SF_EP_FD:
                 return a->fd == b->fd;
+        case SF_EP_NPIPE:
+                /* Windows' pipe names are case-insensitive. */
+                return strcasecmp(a->pipe, b->pipe) == 0;
         }
         return false;
 }
@@ -225,6 +264,7 @@ const char *sf_endpoint_kind_name(enum sf_endpoint_kind kind) {
         case SF_EP_VSOCK: return "vsock";
         case SF_EP_SYSTEMD: return "systemd";
         case SF_EP_FD: return "fd";
+        case SF_EP_NPIPE: return "npipe";
         }
         return "?";
 }

@@ -1,13 +1,13 @@
 #include "conf/value.h"
 
 #include <errno.h>
-#include <grp.h>
-#include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+#include "conf/platform.h"
 
 #define DURATION_EXPECTED "expected a duration such as 250ms, 5s or 2m"
 #define MODE_EXPECTED "expected octal permission bits such as 0660"
@@ -19,11 +19,6 @@
 /* (uid_t)-1 and (gid_t)-1 mean "leave unchanged" to chown(2) and setresuid(2), so they are
  * never a real id. */
 #define ID_MAX 4294967294u
-
-/* glibc's getpw*_r need a scratch buffer whose size depends on the NSS module; start with
- * what /etc/passwd needs and grow on ERANGE, up to a bound a sane entry never reaches. */
-#define NSS_BUF_START 1024
-#define NSS_BUF_MAX (1024 * 1024)
 
 static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
@@ -161,62 +156,14 @@ static int parse_id(const char *s, uint32_t *id) {
         return 1;
 }
 
-/* getpwnam_r (name) or getpwuid_r. Returns 1 when found, 0 when there is no such entry,
- * -errno when the lookup itself failed. */
-static int lookup_passwd(const char *name, uid_t uid, uid_t *out_uid, gid_t *out_gid) {
-        for (size_t size = NSS_BUF_START;; size *= 2) {
-                struct passwd pw, *res = NULL;
-                char *buf = malloc(size);
-                if (!buf)
-                        return -ENOMEM;
-                int r = name ? getpwnam_r(name, &pw, buf, size, &res) : getpwuid_r(uid, &pw, buf, size, &res);
-                if (r == 0 && res) {
-                        *out_uid = pw.pw_uid;
-                        *out_gid = pw.pw_gid;
-                        free(buf);
-                        return 1;
-                }
-                free(buf);
-                if (r == 0)
-                        return 0;
-                if (r == ERANGE && size < NSS_BUF_MAX)
-                        continue;
-                /* getpwnam(3) lists these as what some systems return for "not found". */
-                if (r == ENOENT || r == ESRCH || r == EBADF || r == EPERM)
-                        return 0;
-                return -r;
-        }
-}
-
-static int lookup_group(const char *name, gid_t *out_gid) {
-        for (size_t size = NSS_BUF_START;; size *= 2) {
-                struct group gr, *res = NULL;
-                char *buf = malloc(size);
-                if (!buf)
-                        return -ENOMEM;
-                int r = getgrnam_r(name, &gr, buf, size, &res);
-                if (r == 0 && res) {
-                        *out_gid = gr.gr_gid;
-                        free(buf);
-                        return 1;
-                }
-                free(buf);
-                if (r == 0)
-                        return 0;
-                if (r == ERANGE && size < NSS_BUF_MAX)
-                        continue;
-                if (r == ENOENT || r == ESRCH || r == EBADF || r == EPERM)
-                        return 0;
-                return -r;
-        }
-}
-
 int sf_user_parse(const char *s, uid_t *uid, gid_t *gid, char *err, size_t errlen) {
         uint32_t id;
         uid_t u;
         gid_t g;
         int r;
 
+        if (sf_accounts_unsupported)
+                return fail(err, errlen, "%s", sf_accounts_unsupported);
         if (!*s)
                 return fail(err, errlen, "empty value, " USER_EXPECTED);
         r = parse_id(s, &id);
@@ -225,7 +172,7 @@ int sf_user_parse(const char *s, uid_t *uid, gid_t *gid, char *err, size_t errle
         if (r > 0) {
                 /* A uid without a passwd entry is fine (containers often run as one); its
                  * group is then the same number, as docker run --user UID does. */
-                r = lookup_passwd(NULL, (uid_t)id, &u, &g);
+                r = sf_account_user(NULL, (uid_t)id, &u, &g);
                 if (r < 0)
                         return fail(err, errlen, "cannot look up UID %s: %s", s, strerror(-r));
                 *uid = (uid_t)id;
@@ -233,7 +180,7 @@ int sf_user_parse(const char *s, uid_t *uid, gid_t *gid, char *err, size_t errle
                 return 0;
         }
         /* Writes *uid and *gid only when it finds the user. */
-        r = lookup_passwd(s, 0, uid, gid);
+        r = sf_account_user(s, 0, uid, gid);
         if (r < 0)
                 return fail(err, errlen, "cannot look up user \"%s\": %s", s, strerror(-r));
         if (r == 0)
@@ -245,6 +192,8 @@ int sf_group_parse(const char *s, gid_t *gid, char *err, size_t errlen) {
         uint32_t id;
         int r;
 
+        if (sf_accounts_unsupported)
+                return fail(err, errlen, "%s", sf_accounts_unsupported);
         if (!*s)
                 return fail(err, errlen, "empty value, " GROUP_EXPECTED);
         r = parse_id(s, &id);
@@ -255,7 +204,7 @@ int sf_group_parse(const char *s, gid_t *gid, char *err, size_t errlen) {
                 return 0;
         }
         /* Writes *gid only when it finds the group. */
-        r = lookup_group(s, gid);
+        r = sf_account_group(s, gid);
         if (r < 0)
                 return fail(err, errlen, "cannot look up group \"%s\": %s", s, strerror(-r));
         if (r == 0)

@@ -518,6 +518,8 @@ static const char *make_target(const struct sf_endpoint *ep, struct target *t) {
                 t->addr.vm.svm_port = ep->port;
                 t->len = sizeof t->addr.vm;
                 return NULL;
+        case SF_EP_NPIPE:
+                return "named pipes (npipe:) are Windows', expected unix:, tcp: or vsock:";
         case SF_EP_SYSTEMD:
         case SF_EP_FD:
                 break;

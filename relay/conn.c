@@ -169,10 +169,10 @@ static void on_timer(uv_timer_t *t) {
         }
 }
 
-int sf_conn_new(struct sf_fwd *fwd, int fd) {
+int sf_conn_new(struct sf_fwd *fwd, struct sf_incoming *in) {
         struct sf_conn *c = calloc(1, sizeof *c);
         if (!c) {
-                close(fd);
+                sf_incoming_close(fwd->eng, in);
                 return -ENOMEM;
         }
         c->fwd = fwd;
@@ -195,7 +195,7 @@ int sf_conn_new(struct sf_fwd *fwd, int fd) {
         fwd->stats.total++;
         fwd->n_conns_allocated++;
 
-        int r = sf_sock_adopt(fwd->eng, &c->sock[CLIENT], fd, fwd->listener.family);
+        int r = sf_sock_adopt(fwd->eng, &c->sock[CLIENT], in, fwd->listener.family);
         if (r < 0) {
                 sf_log(SF_LOG_ERROR, fname(c), c->id, "watching the accepted socket: %s", strerror(-r));
                 sf_conn_close(c, "watching the accepted socket failed");

@@ -7,8 +7,8 @@
 
 struct sf_conn;
 
-/* Takes ownership of fd (an accepted, non-blocking socket): on failure it is closed. */
-int sf_conn_new(struct sf_fwd *fwd, int fd);
+/* Takes ownership of in (an accepted connection): on failure it is closed. */
+int sf_conn_new(struct sf_fwd *fwd, struct sf_incoming *in);
 /* Closes both sockets and frees the connection once libuv released its handles. Safe to call
  * twice; reason (may be NULL) is logged at debug level. */
 void sf_conn_close(struct sf_conn *c, const char *reason);

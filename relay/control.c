@@ -42,11 +42,9 @@ struct client {
 struct sf_control {
         const struct sf_conf *conf;
         const struct sf_relay *relay;
-        struct sf_listener listener;
-        uv_pipe_t server;
+        struct sf_listener listener; /* serves through a libuv stream of its own */
         struct client *clients;
         unsigned n_clients;
-        unsigned pending_closes;
         bool closing;
         unsigned long long refused; /* connections from another user, in all */
         uint64_t refused_logged_at; /* uv_now of the last line about them; 0: none yet */
@@ -356,7 +354,7 @@ void sf_stats_render(FILE *out, enum sf_stats_format fmt, const struct sf_conf *
 /* ---- the server ------------------------------------------------------------------------- */
 
 static void control_maybe_free(struct sf_control *ctl) {
-        if (ctl->closing && ctl->pending_closes == 0 && !ctl->clients)
+        if (ctl->closing && !ctl->clients)
                 free(ctl);
 }
 
@@ -460,31 +458,20 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
 
 /* Only root and the relay's own user may read the counters (they include the last error: peer
  * addresses, token paths). An abstract socket (unix:@NAME) has no file mode, and a path's mode
- * can be loosened by whoever owns its directory: the kernel's word on the peer is what counts. */
+ * can be loosened by whoever owns its directory: the system's word on the peer is what counts
+ * (relay/platform.h). */
 static bool peer_allowed(struct sf_control *ctl, struct client *cl) {
-        uv_os_fd_t fd;
-        uid_t uid = (uid_t)-1;
-        gid_t gid;
-        pid_t pid;
-        int r = uv_fileno((uv_handle_t *)&cl->pipe, &fd);
-        if (r == 0)
-                r = sf_peer_cred(fd, &uid, &gid, &pid);
-        if (r == 0 && (uid == 0 || uid == geteuid()))
+        char who[96], allowed[64];
+        if (sf_peer_trusted((uv_stream_t *)&cl->pipe, who, sizeof who, allowed, sizeof allowed))
                 return true;
         ctl->refused++;
         uint64_t now = uv_now(cl->pipe.loop);
         if (ctl->refused_logged_at != 0 && now - ctl->refused_logged_at < REFUSED_LOG_INTERVAL_MS)
                 return false;
         ctl->refused_logged_at = now ? now : 1;
-        char who[64];
-        if (r < 0)
-                snprintf(who, sizeof who, "a peer whose credentials cannot be read (%s)", strerror(-r));
-        else
-                snprintf(who, sizeof who, "uid %u", (unsigned)uid);
-        sf_log_warn("control %s: refused a connection from %s: only root and uid %u may read the stats "
+        sf_log_warn("control %s: refused a connection from %s: only %s may read the stats "
                     "(%llu refused in all; at most one such line every %d s)",
-                    ctl->conf->control.text, who, (unsigned)geteuid(), ctl->refused,
-                    REFUSED_LOG_INTERVAL_MS / 1000);
+                    ctl->conf->control.text, who, allowed, ctl->refused, REFUSED_LOG_INTERVAL_MS / 1000);
         return false;
 }
 
@@ -515,12 +502,6 @@ static void on_connection(uv_stream_t *server, int status) {
         uv_read_start((uv_stream_t *)&cl->pipe, on_alloc, on_read);
 }
 
-static void on_server_closed(uv_handle_t *h) {
-        struct sf_control *ctl = h->data;
-        ctl->pending_closes--;
-        control_maybe_free(ctl);
-}
-
 int sf_control_new(uv_loop_t *loop, const struct sf_conf *conf, const struct sf_relay *relay,
                    struct sf_control **out) {
         struct sf_control *ctl = calloc(1, sizeof *ctl);
@@ -538,24 +519,14 @@ int sf_control_new(uv_loop_t *loop, const struct sf_conf *conf, const struct sf_
         snprintf(f->name, sizeof f->name, "control");
         f->listen = conf->control;
         f->mode = 0600;
-        r = sf_listener_open(f, conf, &ctl->listener);
+        r = sf_listener_open(loop, f, conf, &ctl->listener);
         if (r < 0)
                 goto fail;
-        uv_pipe_init(loop, &ctl->server, 0);
-        ctl->server.data = ctl;
-        r = uv_pipe_open(&ctl->server, ctl->listener.fd);
-        if (r == 0) {
-                ctl->listener.fd = -1; /* libuv owns it now */
-                r = uv_listen((uv_stream_t *)&ctl->server, LISTEN_BACKLOG, on_connection);
-        }
+        r = sf_listener_serve(&ctl->listener, loop, LISTEN_BACKLOG, on_connection, ctl);
         if (r < 0) {
-                sf_log_error("control %s: cannot serve: %s", conf->control.text, uv_strerror(r));
-                ctl->closing = true;
-                ctl->pending_closes = 1;
-                uv_close((uv_handle_t *)&ctl->server, on_server_closed);
+                sf_log_error("control %s: cannot serve: %s", conf->control.text, strerror(-r));
                 sf_listener_close(&ctl->listener);
-                free(f);
-                return r;
+                goto fail;
         }
         free(f);
         sf_log_info("control socket on %s", conf->control.text);
@@ -573,7 +544,6 @@ void sf_control_close(struct sf_control *ctl) {
         ctl->closing = true;
         for (struct client *cl = ctl->clients; cl; cl = cl->next)
                 client_close(cl);
-        ctl->pending_closes++;
-        uv_close((uv_handle_t *)&ctl->server, on_server_closed);
         sf_listener_close(&ctl->listener);
+        control_maybe_free(ctl);
 }

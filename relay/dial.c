@@ -111,6 +111,8 @@ static void upstream_connected(struct sf_conn *c) {
 
 static int sockaddr_for(const struct sf_endpoint *ep, struct sockaddr_storage *ss, socklen_t *len) {
         memset(ss, 0, sizeof *ss);
+        if (ep->kind == SF_EP_NPIPE)
+                return AF_UNIX; /* a local stream too; dialed by name */
         if (ep->kind == SF_EP_UNIX || ep->kind == SF_EP_ABSTRACT) {
                 struct sockaddr_un *sa = (struct sockaddr_un *)ss;
                 size_t n = strlen(ep->path);
@@ -231,7 +233,14 @@ static void dial_candidate(struct sf_conn *c) {
                 return;
         }
         bool in_progress;
-        int r = connect_addr(c, (struct sockaddr *)&ss, len, &in_progress);
+        int r;
+        if (ep->kind == SF_EP_NPIPE) {
+                c->upstream_family = AF_UNIX;
+                c->dir[UPSTREAM].copy_only = true;
+                r = sf_sock_connect_pipe(c->fwd->eng, &c->sock[UPSTREAM], ep->pipe, &in_progress);
+        } else {
+                r = connect_addr(c, (struct sockaddr *)&ss, len, &in_progress);
+        }
         bool retry = r == -EAGAIN && family == AF_UNIX;
         if (r == -EMFILE || r == -ENFILE) {
                 /* The accept took the last descriptor: stop accepting more, and let this
@@ -242,8 +251,9 @@ static void dial_candidate(struct sf_conn *c) {
                 retry = true;
         }
         if (retry) {
-                /* Also a unix listener with a full backlog: the kernel does not queue us, so
-                 * retry shortly until connect-timeout rather than failing a burst of clients. */
+                /* Also a unix listener with a full backlog (the kernel does not queue us) or a
+                 * named pipe with every instance busy: retry shortly until connect-timeout
+                 * rather than failing a burst of clients. */
                 if (uv_now(c->fwd->loop) + DIAL_RETRY_MS < c->dial_deadline) {
                         sf_conn_timer_arm(c, DIAL_RETRY_MS);
                         return;

@@ -7,7 +7,7 @@
  * - relay/engine_linux.h (default on Linux): real descriptors in the relay's own
  *   edge-triggered epoll set (relay/evset.h), recv/send, splice through pooled pipes; every
  *   call is static inline, the same system calls as without the layer.
- * - relay/engine_uv.h (macOS; Linux with -Dportable=true): each side a libuv stream that
+ * - relay/engine_uv.h (macOS, Windows; Linux with -Dportable=true): each side a libuv stream that
  *   emulates them: reads land in a per-side inbox that the "recv" empties, sends go out with
  *   uv_try_write and the rest through a per-side outbox, no splice.
  *
@@ -18,12 +18,17 @@
  *                     and libuv has nothing left), sf_engine_defer(e, ev),
  *                     sf_engine_cancel(e, ev), sf_engine_trim(e) (an idle relay holds no spare
  *                     descriptors).
- *   struct sf_watch   a listening socket's readiness: sf_watch_start(e, w, fd, cb),
- *                     sf_watch_stop(e, w, fd), sf_watch_handle(w) (a libuv handle the owner
- *                     closes before the descriptor, or NULL).
+ *   struct sf_watch   a listener's readiness: sf_watch_start(e, w, listener, cb),
+ *                     sf_watch_stop(e, w, listener), sf_watch_handle(w) (a libuv handle the
+ *                     owner closes before the descriptor, or NULL), sf_watch_accept(e, w,
+ *                     listener, &incoming) (0, -EAGAIN when nobody waits, or -errno).
+ *   struct sf_incoming an accepted connection until a sf_sock adopts it:
+ *                     sf_incoming_close(e, in), sf_incoming_cred(in, &uid, &gid, &pid).
  *   struct sf_sock    one side of a connection; its ev.cb gets SF_EV_* bits:
- *                     sf_sock_init(s, cb), sf_sock_is_open(s), sf_sock_adopt(e, s, fd, family),
- *                     sf_sock_connect(e, s, addr, len, &in_progress), sf_sock_recv(s, buf, n),
+ *                     sf_sock_init(s, cb), sf_sock_is_open(s), sf_sock_adopt(e, s, in, family),
+ *                     sf_sock_connect(e, s, addr, len, &in_progress),
+ *                     sf_sock_connect_pipe(e, s, name, &in_progress) (Windows' named pipes;
+ *                     -EAGAIN while every instance is busy), sf_sock_recv(s, buf, n),
  *                     sf_sock_send(s, buf, n), sf_sock_shutdown(s), sf_sock_close(e, s),
  *                     sf_sock_error(s), sf_sock_unread(s) (bytes received, not yet read),
  *                     sf_sock_nodelay(s), sf_sock_peername(s, ss, len),

@@ -15,6 +15,7 @@
 
 #include "relay/bufpool.h"
 #include "relay/evset.h"
+#include "relay/listener.h"
 #include "relay/pipepool.h"
 #include "relay/platform.h"
 
@@ -44,6 +45,11 @@ struct sf_watch {
 struct sf_sock {
         struct sf_ev ev;
         int fd; /* -1 when closed */
+};
+
+/* An accepted connection not yet adopted by a connection's sf_sock. */
+struct sf_incoming {
+        int fd;
 };
 
 static inline int sf_engine_init(struct sf_engine *e, uv_loop_t *loop, struct sf_bufpool *pool) {
@@ -89,14 +95,33 @@ static inline void sf_engine_trim(struct sf_engine *e) {
 }
 
 /* In the relay's epoll set, as the connections are: an accept costs no libuv turn. */
-static inline int sf_watch_start(struct sf_engine *e, struct sf_watch *w, int fd, sf_ev_cb cb) {
+static inline int sf_watch_start(struct sf_engine *e, struct sf_watch *w, struct sf_listener *l, sf_ev_cb cb) {
         w->ev.cb = cb;
-        return sf_evset_add_listener(&e->ev, fd, &w->ev);
+        return sf_evset_add_listener(&e->ev, l->fd, &w->ev);
 }
 
-static inline void sf_watch_stop(struct sf_engine *e, struct sf_watch *w, int fd) {
+static inline void sf_watch_stop(struct sf_engine *e, struct sf_watch *w, struct sf_listener *l) {
         (void)w;
-        sf_evset_del(&e->ev, fd);
+        sf_evset_del(&e->ev, l->fd);
+}
+
+static inline int sf_watch_accept(struct sf_engine *e, struct sf_watch *w, struct sf_listener *l,
+                                  struct sf_incoming *in) {
+        (void)e;
+        (void)w;
+        in->fd = sf_accept(l->fd);
+        return in->fd < 0 ? in->fd : 0;
+}
+
+static inline void sf_incoming_close(struct sf_engine *e, struct sf_incoming *in) {
+        (void)e;
+        if (in->fd >= 0)
+                close(in->fd);
+        in->fd = -1;
+}
+
+static inline int sf_incoming_cred(const struct sf_incoming *in, uid_t *uid, gid_t *gid, pid_t *pid) {
+        return sf_peer_cred(in->fd, uid, gid, pid);
 }
 
 static inline uv_handle_t *sf_watch_handle(struct sf_watch *w) {
@@ -113,11 +138,21 @@ static inline bool sf_sock_is_open(const struct sf_sock *s) {
         return s->fd >= 0;
 }
 
-/* Takes fd; on failure it stays in s and goes with sf_sock_close. */
-static inline int sf_sock_adopt(struct sf_engine *e, struct sf_sock *s, int fd, int family) {
+/* Takes the descriptor; on failure it stays in s and goes with sf_sock_close. */
+static inline int sf_sock_adopt(struct sf_engine *e, struct sf_sock *s, struct sf_incoming *in, int family) {
         (void)family;
-        s->fd = fd;
-        return sf_evset_add(&e->ev, fd, &s->ev);
+        s->fd = in->fd;
+        in->fd = -1;
+        return sf_evset_add(&e->ev, s->fd, &s->ev);
+}
+
+/* Named pipes are Windows': configuration refuses npipe: endpoints here. */
+static inline int sf_sock_connect_pipe(struct sf_engine *e, struct sf_sock *s, const char *name, bool *in_progress) {
+        (void)e;
+        (void)s;
+        (void)name;
+        *in_progress = false;
+        return -EAFNOSUPPORT;
 }
 
 static inline int sf_sock_connect(struct sf_engine *e, struct sf_sock *s, const struct sockaddr *addr,

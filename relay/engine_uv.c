@@ -6,32 +6,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "relay/engine_uv_int.h"
 #include "relay/platform.h"
 
-struct sf_uvsock {
-        union {
-                uv_handle_t handle;
-                uv_stream_t stream;
-                uv_tcp_t tcp;
-                uv_pipe_t pipe;
-        } u;
-        struct sf_engine *e;
-        struct sf_sock *sock; /* NULL once its owner closed it: nothing is reported any more */
-        uv_connect_t creq;
-        uv_write_t wreq;
-        uv_shutdown_t sreq;
-        uv_poll_t *poll; /* a connect in progress on a descriptor (unix, vsock) */
-        int fd;          /* that descriptor until the stream is opened on it */
-        bool opened;     /* u is an initialised handle */
-        bool is_tcp;
-        bool reading;
-        bool eof;
-        bool shut;
-        int err;         /* sticky: what recv/send and sf_sock_error report */
-        char *in;        /* inbox: bytes read, not yet taken by sf_sock_recv */
-        uint32_t in_off, in_len;
-        char *out;       /* outbox: bytes accepted by sf_sock_send, being written */
-};
+/* The part of the portable engine every system shares; engine_uv_posix.c and engine_uv_win.c
+ * hold how listening sockets are watched and accepted and how local streams are opened:
+ * descriptors on POSIX, named pipes through libuv on Windows. */
+
 
 /* ---- the engine ------------------------------------------------------------------------ */
 
@@ -87,40 +68,9 @@ void sf_engine_trim(struct sf_engine *e) {
         (void)e;
 }
 
-static void on_watch(uv_poll_t *p, int status, int events) {
-        struct sf_watch *w = p->data;
-        w->ev.cb(&w->ev, status < 0 ? SF_EV_ERR : SF_EV_IN);
-}
-
-int sf_watch_start(struct sf_engine *e, struct sf_watch *w, int fd, sf_ev_cb cb) {
-        w->ev.cb = cb;
-        if (!w->init) {
-                int r = uv_poll_init(e->loop, &w->poll, fd);
-                if (r < 0)
-                        return r;
-                w->poll.data = w;
-                w->init = true;
-        }
-        return uv_poll_start(&w->poll, UV_READABLE, on_watch);
-}
-
-void sf_watch_stop(struct sf_engine *e, struct sf_watch *w, int fd) {
-        (void)e;
-        (void)fd;
-        if (w->init)
-                uv_poll_stop(&w->poll);
-}
-
-uv_handle_t *sf_watch_handle(struct sf_watch *w) {
-        if (!w->init)
-                return NULL;
-        w->init = false;
-        return (uv_handle_t *)&w->poll;
-}
-
 /* ---- one side of a connection ----------------------------------------------------------- */
 
-static void report(struct sf_uvsock *h, uint32_t events) {
+void sf_uvsock_report(struct sf_uvsock *h, uint32_t events) {
         struct sf_sock *s = h->sock;
         if (s)
                 s->ev.cb(&s->ev, events);
@@ -161,7 +111,7 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
                 /* Full: the peer waits until sf_sock_recv made room (backpressure). */
                 if (h->in_len == SF_BUF_SIZE)
                         read_stop(h);
-                report(h, SF_EV_IN);
+                sf_uvsock_report(h, SF_EV_IN);
                 return;
         }
         read_stop(h);
@@ -169,14 +119,14 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
                 inbox_release(h);
         if (nread == UV_EOF) {
                 h->eof = true;
-                report(h, SF_EV_IN | SF_EV_RDHUP);
+                sf_uvsock_report(h, SF_EV_IN | SF_EV_RDHUP);
                 return;
         }
-        h->err = nread == UV_ENOBUFS ? ENOMEM : (int)-nread;
-        report(h, SF_EV_IN | SF_EV_ERR | SF_EV_HUP);
+        h->err = nread == UV_ENOBUFS ? ENOMEM : sf_errno_uv((int)nread);
+        sf_uvsock_report(h, SF_EV_IN | SF_EV_ERR | SF_EV_HUP);
 }
 
-static int read_start(struct sf_uvsock *h) {
+int sf_uvsock_read_start(struct sf_uvsock *h) {
         if (h->reading || h->eof || h->err)
                 return 0;
         int r = uv_read_start(&h->u.stream, on_alloc, on_read);
@@ -186,18 +136,18 @@ static int read_start(struct sf_uvsock *h) {
         return 0;
 }
 
-static void on_closed(uv_handle_t *handle) {
+void sf_uvsock_closed(uv_handle_t *handle) {
         struct sf_uvsock *h = (struct sf_uvsock *)handle;
         inbox_release(h);
         sf_bufpool_put(h->e->pool, h->out);
         free(h);
 }
 
-static void on_poll_closed(uv_handle_t *handle) {
+void sf_uvsock_poll_closed(uv_handle_t *handle) {
         free(handle);
 }
 
-static struct sf_uvsock *uvsock_new(struct sf_engine *e, struct sf_sock *s) {
+struct sf_uvsock *sf_uvsock_new(struct sf_engine *e, struct sf_sock *s) {
         struct sf_uvsock *h = calloc(1, sizeof *h);
         if (!h)
                 return NULL;
@@ -206,27 +156,6 @@ static struct sf_uvsock *uvsock_new(struct sf_engine *e, struct sf_sock *s) {
         h->fd = -1;
         s->h = h;
         return h;
-}
-
-/* Opens the stream on a connected descriptor (which it then owns) and starts reading. 0 or a
- * libuv error; the descriptor is closed on failure. */
-static int stream_open(struct sf_uvsock *h, int fd, int family) {
-        int r;
-        h->is_tcp = family == AF_INET || family == AF_INET6;
-        if (h->is_tcp) {
-                uv_tcp_init(h->e->loop, &h->u.tcp);
-                h->opened = true;
-                r = uv_tcp_open(&h->u.tcp, fd);
-        } else {
-                uv_pipe_init(h->e->loop, &h->u.pipe, 0);
-                h->opened = true;
-                r = uv_pipe_open(&h->u.pipe, fd);
-        }
-        if (r < 0) {
-                close(fd);
-                return r;
-        }
-        return read_start(h);
 }
 
 void sf_sock_init(struct sf_sock *s, sf_ev_cb cb) {
@@ -238,65 +167,27 @@ bool sf_sock_is_open(const struct sf_sock *s) {
         return s->h != NULL;
 }
 
-int sf_sock_adopt(struct sf_engine *e, struct sf_sock *s, int fd, int family) {
-        struct sf_uvsock *h = uvsock_new(e, s);
-        if (!h) {
-                close(fd);
-                return -ENOMEM;
-        }
-        return stream_open(h, fd, family);
-}
-
 static void on_connect(uv_connect_t *req, int status) {
         struct sf_uvsock *h = req->data;
         if (status == UV_ECANCELED || !h->sock)
                 return;
         if (status == 0)
-                status = read_start(h);
+                status = sf_uvsock_read_start(h);
         if (status < 0) {
-                h->err = -status;
-                report(h, SF_EV_ERR | SF_EV_HUP);
+                h->err = sf_errno_uv(status);
+                sf_uvsock_report(h, SF_EV_ERR | SF_EV_HUP);
                 return;
         }
-        report(h, SF_EV_OUT);
+        sf_uvsock_report(h, SF_EV_OUT);
 }
 
-static void on_connect_poll(uv_poll_t *p, int status, int events) {
-        struct sf_uvsock *h = p->data;
-        int err = 0;
-        socklen_t len = sizeof err;
-        (void)events;
-        if (getsockopt(h->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
-                err = errno;
-        if (!err && status < 0)
-                err = -status;
-        uv_close((uv_handle_t *)p, on_poll_closed);
-        h->poll = NULL;
-        int fd = h->fd;
-        h->fd = -1;
-        if (err) {
-                close(fd);
-                h->err = err;
-                report(h, SF_EV_ERR | SF_EV_HUP);
-                return;
-        }
-        int r = stream_open(h, fd, h->is_tcp ? AF_INET : AF_UNIX);
-        if (r < 0) {
-                h->err = -r;
-                report(h, SF_EV_ERR | SF_EV_HUP);
-                return;
-        }
-        report(h, SF_EV_OUT);
-}
-
-/* TCP through libuv (as Windows will need); unix and vsock sockets on a descriptor of ours:
- * a unix connect finishes at once or says EAGAIN (a full backlog), which the dialer retries. */
+/* TCP through libuv on every system; the others by the platform part. */
 int sf_sock_connect(struct sf_engine *e, struct sf_sock *s, const struct sockaddr *addr, socklen_t len,
                     bool *in_progress) {
         *in_progress = false;
         int family = addr->sa_family;
         if (family == AF_INET || family == AF_INET6) {
-                struct sf_uvsock *h = uvsock_new(e, s);
+                struct sf_uvsock *h = sf_uvsock_new(e, s);
                 if (!h)
                         return -ENOMEM;
                 h->is_tcp = true;
@@ -306,51 +197,12 @@ int sf_sock_connect(struct sf_engine *e, struct sf_sock *s, const struct sockadd
                 int r = uv_tcp_connect(&h->creq, &h->u.tcp, addr, on_connect);
                 if (r < 0) {
                         sf_sock_close(e, s);
-                        return r;
+                        return -sf_errno_uv(r);
                 }
                 *in_progress = true;
                 return 0;
         }
-        int fd = sf_socket(family, SOCK_STREAM);
-        if (fd < 0)
-                return fd;
-        if (connect(fd, addr, len) == 0) {
-                struct sf_uvsock *h = uvsock_new(e, s);
-                if (!h) {
-                        close(fd);
-                        return -ENOMEM;
-                }
-                int r = stream_open(h, fd, family);
-                if (r < 0)
-                        sf_sock_close(e, s);
-                return r;
-        }
-        int err = errno;
-        if (err != EINPROGRESS) {
-                close(fd);
-                return -err;
-        }
-        struct sf_uvsock *h = uvsock_new(e, s);
-        uv_poll_t *p = malloc(sizeof *p);
-        if (!h || !p) {
-                free(p);
-                close(fd);
-                if (h)
-                        sf_sock_close(e, s);
-                return -ENOMEM;
-        }
-        h->fd = fd;
-        int r = uv_poll_init(e->loop, p, fd);
-        if (r < 0) {
-                free(p);
-                sf_sock_close(e, s);
-                return r;
-        }
-        p->data = h;
-        h->poll = p;
-        uv_poll_start(p, UV_WRITABLE, on_connect_poll);
-        *in_progress = true;
-        return 0;
+        return sf_sock_connect_local(e, s, addr, len, in_progress);
 }
 
 ssize_t sf_sock_recv(struct sf_sock *s, void *buf, size_t n) {
@@ -366,9 +218,9 @@ ssize_t sf_sock_recv(struct sf_sock *s, void *buf, size_t n) {
         if (h->in_off == h->in_len) {
                 /* Empty: an idle side holds no buffer, and a full inbox may read again. */
                 inbox_release(h);
-                int r = read_start(h);
+                int r = sf_uvsock_read_start(h);
                 if (r < 0)
-                        h->err = -r;
+                        h->err = sf_errno_uv(r);
         }
         return (ssize_t)k;
 }
@@ -380,11 +232,11 @@ static void on_write(uv_write_t *req, int status) {
         if (status == UV_ECANCELED || !h->sock)
                 return;
         if (status < 0) {
-                h->err = -status;
-                report(h, SF_EV_OUT | SF_EV_ERR);
+                h->err = sf_errno_uv(status);
+                sf_uvsock_report(h, SF_EV_OUT | SF_EV_ERR);
                 return;
         }
-        report(h, SF_EV_OUT);
+        sf_uvsock_report(h, SF_EV_OUT);
 }
 
 ssize_t sf_sock_send(struct sf_sock *s, const void *buf, size_t n) {
@@ -400,7 +252,7 @@ ssize_t sf_sock_send(struct sf_sock *s, const void *buf, size_t n) {
         uv_buf_t b = uv_buf_init((char *)buf, (unsigned)n);
         int w = uv_try_write(&h->u.stream, &b, 1);
         if (w < 0 && w != UV_EAGAIN && w != UV_ENOSYS) {
-                errno = -w;
+                errno = sf_errno_uv(w);
                 return -1;
         }
         size_t done = w > 0 ? (size_t)w : 0;
@@ -425,7 +277,7 @@ ssize_t sf_sock_send(struct sf_sock *s, const void *buf, size_t n) {
                 h->out = NULL;
                 if (done)
                         return (ssize_t)done;
-                errno = -r;
+                errno = sf_errno_uv(r);
                 return -1;
         }
         return (ssize_t)(done + rest);
@@ -453,7 +305,7 @@ void sf_sock_close(struct sf_engine *e, struct sf_sock *s) {
         s->h = NULL;
         h->sock = NULL;
         if (h->poll) {
-                uv_close((uv_handle_t *)h->poll, on_poll_closed);
+                uv_close((uv_handle_t *)h->poll, sf_uvsock_poll_closed);
                 h->poll = NULL;
         }
         if (h->fd >= 0) {
@@ -465,7 +317,7 @@ void sf_sock_close(struct sf_engine *e, struct sf_sock *s) {
                 return;
         }
         read_stop(h);
-        uv_close(&h->u.handle, on_closed);
+        uv_close(&h->u.handle, sf_uvsock_closed);
 }
 
 int sf_sock_error(struct sf_sock *s) {
@@ -491,11 +343,7 @@ int sf_sock_peername(struct sf_sock *s, struct sockaddr_storage *ss, socklen_t *
                 int n = (int)*len;
                 int r = uv_tcp_getpeername(&h->u.tcp, (struct sockaddr *)ss, &n);
                 *len = (socklen_t)n;
-                return r;
+                return r < 0 ? -sf_errno_uv(r) : 0;
         }
-        /* A unix or vsock stream: on POSIX it has a descriptor. */
-        uv_os_fd_t fd;
-        if (uv_fileno(&h->u.handle, &fd) < 0)
-                return -ENOTCONN;
-        return getpeername(fd, (struct sockaddr *)ss, len) < 0 ? -errno : 0;
+        return sf_sock_peername_local(h, ss, len);
 }

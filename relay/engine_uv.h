@@ -18,6 +18,7 @@
 
 #include "relay/bufpool.h"
 #include "relay/defer.h"
+#include "relay/listener.h"
 
 #define SF_ENGINE_NAME "portable"
 
@@ -44,13 +45,29 @@ struct sf_engine {
         bool open;
 };
 
+/* A listener's readiness: on POSIX a uv_poll on its descriptor; on Windows libuv's own
+ * listening stream (relay/listener_win.c), which reports each client it took in. */
 struct sf_watch {
         struct sf_ev ev;
+#ifdef _WIN32
+        struct sf_listener *l;
+        bool armed;
+#else
         uv_poll_t poll;
+#endif
         bool init;
 };
 
+/* An accepted connection not yet adopted by a connection's sf_sock. */
 struct sf_uvsock;
+struct sf_incoming {
+#ifdef _WIN32
+        struct sf_uvsock *h;
+#else
+        int fd;
+#endif
+};
+
 struct sf_sock {
         struct sf_ev ev;
         /* The stream and its buffers; allocated apart because libuv holds it until its close
@@ -66,15 +83,19 @@ void sf_engine_defer(struct sf_engine *e, struct sf_ev *ev);
 void sf_engine_cancel(struct sf_engine *e, struct sf_ev *ev);
 void sf_engine_trim(struct sf_engine *e);
 
-int sf_watch_start(struct sf_engine *e, struct sf_watch *w, int fd, sf_ev_cb cb);
-void sf_watch_stop(struct sf_engine *e, struct sf_watch *w, int fd);
+int sf_watch_start(struct sf_engine *e, struct sf_watch *w, struct sf_listener *l, sf_ev_cb cb);
+void sf_watch_stop(struct sf_engine *e, struct sf_watch *w, struct sf_listener *l);
 uv_handle_t *sf_watch_handle(struct sf_watch *w);
+int sf_watch_accept(struct sf_engine *e, struct sf_watch *w, struct sf_listener *l, struct sf_incoming *in);
+void sf_incoming_close(struct sf_engine *e, struct sf_incoming *in);
+int sf_incoming_cred(const struct sf_incoming *in, uid_t *uid, gid_t *gid, pid_t *pid);
 
 void sf_sock_init(struct sf_sock *s, sf_ev_cb cb);
 bool sf_sock_is_open(const struct sf_sock *s);
-int sf_sock_adopt(struct sf_engine *e, struct sf_sock *s, int fd, int family);
+int sf_sock_adopt(struct sf_engine *e, struct sf_sock *s, struct sf_incoming *in, int family);
 int sf_sock_connect(struct sf_engine *e, struct sf_sock *s, const struct sockaddr *addr, socklen_t len,
                     bool *in_progress);
+int sf_sock_connect_pipe(struct sf_engine *e, struct sf_sock *s, const char *name, bool *in_progress);
 ssize_t sf_sock_recv(struct sf_sock *s, void *buf, size_t n);
 ssize_t sf_sock_send(struct sf_sock *s, const void *buf, size_t n);
 void sf_sock_shutdown(struct sf_sock *s);

@@ -23,7 +23,7 @@ static void listener_resume(struct sf_fwd *fwd);
 static void on_listen(struct sf_ev *ev, uint32_t events);
 
 static int listen_add(struct sf_fwd *fwd) {
-        int r = sf_watch_start(fwd->eng, &fwd->listen_watch, fwd->listener.fd, on_listen);
+        int r = sf_watch_start(fwd->eng, &fwd->listen_watch, &fwd->listener, on_listen);
         if (r == 0)
                 fwd->listening = true;
         return r;
@@ -32,7 +32,7 @@ static int listen_add(struct sf_fwd *fwd) {
 void sf_fwd_listen_pause(struct sf_fwd *fwd) {
         if (!fwd->listening)
                 return;
-        sf_watch_stop(fwd->eng, &fwd->listen_watch, fwd->listener.fd);
+        sf_watch_stop(fwd->eng, &fwd->listen_watch, &fwd->listener);
         fwd->listening = false;
 }
 
@@ -104,9 +104,10 @@ static void accept_some(struct sf_fwd *fwd) {
                         sf_fwd_listen_pause(fwd);
                         return;
                 }
-                int fd = sf_accept(fwd->listener.fd);
-                if (fd < 0) {
-                        int e = -fd;
+                struct sf_incoming in;
+                int r = sf_watch_accept(fwd->eng, &fwd->listen_watch, &fwd->listener, &in);
+                if (r < 0) {
+                        int e = -r;
                         if (e == EAGAIN || e == EINTR || e == ECONNABORTED || e == EPROTO)
                                 return;
                         /* An unauthenticated peer's descriptor is the first to give back. */
@@ -134,7 +135,7 @@ static void accept_some(struct sf_fwd *fwd) {
                         gid_t gid = (gid_t)-1;
                         pid_t pid = 0;
                         bool ok = false;
-                        if (sf_peer_cred(fd, &uid, &gid, &pid) == 0) {
+                        if (sf_incoming_cred(&in, &uid, &gid, &pid) == 0) {
                                 for (size_t k = 0; k < fwd->conf->n_allow_uid; k++)
                                         ok = ok || uid == fwd->conf->allow_uid[k];
                                 for (size_t k = 0; k < fwd->conf->n_allow_gid; k++)
@@ -148,11 +149,11 @@ static void accept_some(struct sf_fwd *fwd) {
                                 if (sf_fwd_ratelimit(fwd))
                                         sf_log(SF_LOG_WARN, fwd->conf->name, 0, "%s", msg);
                                 sf_fwd_note_error(fwd, &fwd->stats.err_denied, msg);
-                                close(fd);
+                                sf_incoming_close(fwd->eng, &in);
                                 continue;
                         }
                 }
-                fwd->accepted(fwd, fd);
+                fwd->accepted(fwd, &in);
         }
 }
 

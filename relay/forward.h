@@ -19,10 +19,10 @@ struct sf_pipepool;
 
 struct sf_fwd {
         struct sf_relay *relay; /* for the callbacks */
-        /* Set by the relay before sf_fwd_start. accepted takes ownership of fd (an accepted,
-         * non-blocking socket); conn_gone runs after sf_fwd_conn_gone did its part; fatal once
+        /* Set by the relay before sf_fwd_start. accepted takes ownership of in (an accepted
+         * connection); conn_gone runs after sf_fwd_conn_gone did its part; fatal once
          * the listening socket failed (logged). */
-        int (*accepted)(struct sf_fwd *fwd, int fd);
+        int (*accepted)(struct sf_fwd *fwd, struct sf_incoming *in);
         void (*conn_gone)(struct sf_fwd *fwd);
         void (*fatal)(struct sf_fwd *fwd, int err);
         uv_loop_t *loop;

@@ -8,8 +8,26 @@
 #include "relay/platform.h"
 #include "relay/sockpath.h"
 
+static const char *pipe_hint(int e) {
+        switch (e) {
+        case ENOENT:
+                return " — no such pipe: is the service running (the OpenSSH Authentication Agent service, Docker "
+                       "Desktop, ...), and is the name right?";
+        case EACCES:
+        case EPERM:
+                return " — the pipe's security descriptor does not let the relay's account in: run the relay as "
+                       "the user the service belongs to";
+        case ETIMEDOUT:
+                return " — every instance of the pipe stayed busy: the service serves fewer clients at once";
+        default:
+                return "";
+        }
+}
+
 static const char *connect_hint(const struct sf_endpoint *ep, int e) {
         bool net = ep->kind == SF_EP_TCP || ep->kind == SF_EP_VSOCK;
+        if (ep->kind == SF_EP_NPIPE)
+                return pipe_hint(e);
         switch (e) {
         case ECONNREFUSED:
                 return net ? " — is the host-side relay (or the service) running and listening there?"
@@ -60,6 +78,13 @@ void sf_link_connect_cause(const struct sf_endpoint *ep, int e, char *out, size_
 
 void sf_link_timeout_cause(const struct sf_endpoint *ep, uint64_t ms, char *out, size_t cap) {
         snprintf(out, cap, "timed out after %llums%s", (unsigned long long)ms, connect_hint(ep, ETIMEDOUT));
+}
+
+void sf_link_dial_cause(const struct sf_endpoint *ep, int r, uint64_t timeout_ms, char *out, size_t cap) {
+        if (r == -ETIMEDOUT)
+                sf_link_timeout_cause(ep, timeout_ms, out, cap);
+        else
+                sf_link_connect_cause(ep, -r, out, cap);
 }
 
 void sf_link_resolve_cause(const struct sf_endpoint *ep, const char *why, char *out, size_t cap) {

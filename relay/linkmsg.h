@@ -25,6 +25,9 @@ enum sf_link_err {
 void sf_link_connect_cause(const struct sf_endpoint *ep, int e, char *out, size_t cap);
 /* The connect to ep did not finish within ms. */
 void sf_link_timeout_cause(const struct sf_endpoint *ep, uint64_t ms, char *out, size_t cap);
+/* Why a dial that returned r (-errno) failed: the timeout's words for -ETIMEDOUT, else
+ * sf_link_connect_cause's. */
+void sf_link_dial_cause(const struct sf_endpoint *ep, int r, uint64_t timeout_ms, char *out, size_t cap);
 /* ep's host name did not resolve; why is the resolver's message. */
 void sf_link_resolve_cause(const struct sf_endpoint *ep, const char *why, char *out, size_t cap);
 

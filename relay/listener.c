@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "conf/log.h"
+#include "relay/listen_policy.h"
 #include "relay/platform.h"
 #include "relay/safedir.h"
 #include "relay/sockpath.h"
@@ -208,52 +209,11 @@ static const char *bind_hint(int e) {
         }
 }
 
-static bool is_loopback(const struct sockaddr *sa) {
-        if (sa->sa_family == AF_INET)
-                return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
-        if (sa->sa_family == AF_INET6) {
-                const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
-                return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
-        }
-        return false;
-}
-
-/* "Only loopback listens without auth" is decided on every address the name resolved to,
- * before any is bound: the text of the endpoint (conf/conf.c checks it early) says nothing
- * about what a name such as localhost or 127.example resolves to on this machine. */
-static int tcp_policy(const struct sf_forward *f, const struct addrinfo *res) {
-        if (f->auth != SF_AUTH_NONE || f->allow_insecure)
-                return 0;
-        for (const struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-                if (is_loopback(ai->ai_addr))
-                        continue;
-                char host[NI_MAXHOST];
-                if (getnameinfo(ai->ai_addr, ai->ai_addrlen, host, sizeof host, NULL, 0, NI_NUMERICHOST) != 0)
-                        snprintf(host, sizeof host, "an address");
-                sf_log(SF_LOG_ERROR, f->name, 0,
-                       "listen %s: %s resolves to %s, which is not a loopback address: the listener would "
-                       "accept connections from the network without authentication; set auth = token (see "
-                       "sockferry keygen), listen on 127.0.0.1, or set allow-insecure = yes",
-                       f->listen.text, f->listen.host, host);
-                return -EPERM;
-        }
-        return 0;
-}
-
 static int open_tcp(const struct sf_forward *f, struct sf_listener *l) {
-        struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV }, *res;
-        char port[16];
-        snprintf(port, sizeof port, "%u", f->listen.port);
-        int r = getaddrinfo(f->listen.host, port, &hints, &res);
-        if (r != 0) {
-                sf_log(SF_LOG_ERROR, f->name, 0, "listen %s: cannot resolve %s: %s", f->listen.text, f->listen.host,
-                       gai_strerror(r));
-                return -EADDRNOTAVAIL;
-        }
-        if ((r = tcp_policy(f, res)) < 0) {
-                freeaddrinfo(res);
+        struct addrinfo *res;
+        int r = sf_listen_tcp_resolve(f, &res);
+        if (r < 0)
                 return r;
-        }
         int e = EADDRNOTAVAIL;
         for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
                 int fd = sf_socket(ai->ai_family, ai->ai_socktype);
@@ -363,7 +323,31 @@ static int open_passed(const struct sf_forward *f, struct sf_listener *l) {
         return 0;
 }
 
-int sf_listener_open(const struct sf_forward *f, const struct sf_conf *c, struct sf_listener *l) {
+/* The libuv stream of a listener that sf_listener_serve handed over. */
+struct sf_listen_srv {
+        uv_pipe_t pipe;
+};
+
+static void on_srv_closed(uv_handle_t *h) {
+        free(h);
+}
+
+int sf_listener_serve(struct sf_listener *l, uv_loop_t *loop, int backlog, uv_connection_cb cb, void *data) {
+        struct sf_listen_srv *srv = malloc(sizeof *srv);
+        if (!srv)
+                return -ENOMEM;
+        uv_pipe_init(loop, &srv->pipe, 0);
+        srv->pipe.data = data;
+        int r = uv_pipe_open(&srv->pipe, l->fd);
+        if (r == 0) {
+                l->fd = -1; /* libuv's now */
+                r = uv_listen((uv_stream_t *)&srv->pipe, backlog, cb);
+        }
+        l->srv = srv;
+        return r < 0 ? -sf_errno_uv(r) : 0;
+}
+
+int sf_listener_open(uv_loop_t *loop, const struct sf_forward *f, const struct sf_conf *c, struct sf_listener *l) {
         struct sf_safedir_policy trust;
         sf_safedir_policy_init(&trust, c->user_set, c->uid);
         memset(l, 0, sizeof *l);
@@ -379,11 +363,17 @@ int sf_listener_open(const struct sf_forward *f, const struct sf_conf *c, struct
         case SF_EP_SYSTEMD:
         case SF_EP_FD:
                 return open_passed(f, l);
+        case SF_EP_NPIPE:
+                break; /* refused by the configuration here (conf/platform_posix.c) */
         }
         return -EINVAL;
 }
 
 void sf_listener_close(struct sf_listener *l) {
+        if (l->srv) {
+                uv_close((uv_handle_t *)&l->srv->pipe, on_srv_closed);
+                l->srv = NULL;
+        }
         if (l->fd >= 0) {
                 close(l->fd);
                 l->fd = -1;

@@ -3,12 +3,19 @@
  * activation. */
 #include <stdbool.h>
 #include <sys/types.h>
+#include <uv.h>
 
 #include "conf/conf.h"
 
+struct sf_watch;
+struct sf_listen_srv;
+
 struct sf_listener {
-        int fd;            /* -1 when closed */
-        int family;
+        int fd;            /* -1 when closed, or when srv took it */
+        int family;        /* AF_UNIX for a named pipe too (Windows) */
+        /* Once it serves through libuv (sf_listener_serve; always on Windows, where libuv
+         * listens on named pipes and TCP and the relay accepts from it): the stream. */
+        struct sf_listen_srv *srv;
         bool owned;        /* a unix socket file we created: removed on close if still ours */
         int dirfd;         /* when owned: its directory, pinned and checked (relay/safedir.h) */
         dev_t dev;
@@ -20,7 +27,11 @@ struct sf_listener {
  * path must lie in directories that only root, the effective user and c's `user` can change
  * (relay/safedir.h). Returns 0 or -errno: -EPERM when a policy refuses the endpoint (a
  * configuration error). */
-int sf_listener_open(const struct sf_forward *f, const struct sf_conf *c, struct sf_listener *l);
-/* Closes the socket and removes our socket file if it is still the one we created.
- * Safe to call twice. */
+int sf_listener_open(uv_loop_t *loop, const struct sf_forward *f, const struct sf_conf *c, struct sf_listener *l);
+/* Hands the listener to libuv, which calls cb(stream, status) with data as the stream's data
+ * for each client (uv_accept takes it): for a listener the relay does not accept from itself
+ * (the control socket). 0 or -errno. */
+int sf_listener_serve(struct sf_listener *l, uv_loop_t *loop, int backlog, uv_connection_cb cb, void *data);
+/* Closes the socket (and its libuv stream) and removes our socket file if it is still the one
+ * we created. Safe to call twice. */
 void sf_listener_close(struct sf_listener *l);

@@ -1,12 +1,15 @@
 #pragma once
 /* What differs between the systems the relay runs on, one call per mechanism:
  * relay/platform_linux.c (the default Linux build) and relay/platform_posix.c (macOS, and Linux
- * built with -Dportable=true, which runs the code macOS runs). Nothing else in relay/, conf/
- * or shim/ names a Linux-only socket call. */
+ * built with -Dportable=true, which runs the code macOS runs), both with relay/platform_unix.c;
+ * relay/platform_win.c on Windows. Nothing else in relay/, conf/ or shim/ names a Linux-only
+ * socket call. */
 #include <fcntl.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <uv.h>
 
 /* AF_VSOCK where vsock is supported, else -1, which matches no family. */
 extern const int sf_af_vsock;
@@ -57,3 +60,12 @@ bool sf_vsock_peer(const struct sockaddr_storage *ss, unsigned *cid, unsigned *p
 /* true when path is the root of a mount (Linux: statx STATX_ATTR_MOUNT_ROOT, else the mount
  * table; elsewhere: a device change from its parent). */
 bool sf_mount_point(const char *path);
+
+/* The errno value of a libuv error: its negation on POSIX, where libuv uses errno's numbers;
+ * Windows' libuv has numbers of its own. */
+int sf_errno_uv(int uv_error);
+
+/* Whether the peer of a local stream (unix socket, named pipe) may read what the relay's own
+ * account may: root or the same user on POSIX; on Windows the pipe's security descriptor
+ * already admits no one else. who: the peer, for a refusal's message; allowed: who may. */
+bool sf_peer_trusted(uv_stream_t *s, char *who, size_t who_cap, char *allowed, size_t allowed_cap);

@@ -109,7 +109,7 @@ int sf_relay_new(uv_loop_t *loop, const struct sf_conf *conf, struct sf_relay **
 int sf_relay_bind(struct sf_relay *relay) {
         for (size_t i = 0; i < relay->n_fwds; i++) {
                 struct sf_fwd *f = &relay->fwds[i];
-                int r = sf_listener_open(f->conf, relay->conf, &f->listener);
+                int r = sf_listener_open(relay->loop, f->conf, relay->conf, &f->listener);
                 if (r < 0) {
                         for (size_t j = 0; j < i; j++)
                                 sf_listener_close(&relay->fwds[j].listener);

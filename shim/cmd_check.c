@@ -88,7 +88,7 @@ static enum sf_link_err probe_link(int fd, const struct probe *p) {
         int pr = sf_hs_prefix_check(buf, have, &version);
         if (pr == -EPROTO) {
                 /* Quote a little more than the greeting's worth when the peer sent it already. */
-                ssize_t n = recv(fd, buf + have, BANNER_MAX > have ? BANNER_MAX - have : 0, MSG_DONTWAIT);
+                ssize_t n = sf_netio_read_ready(fd, buf + have, BANNER_MAX > have ? BANNER_MAX - have : 0);
                 if (n > 0)
                         have += (size_t)n;
                 return sf_link_wrong_peer(buf, have, ep, p->msg, p->cap);
@@ -141,7 +141,7 @@ static bool probe_candidate(struct probe *p) {
         bool ok = true;
         if (p->key && is_net(p->ep))
                 ok = probe_link(fd, p) == SF_LINK_OK;
-        close(fd);
+        sf_netio_close(fd);
         return ok;
 }
 

@@ -122,7 +122,7 @@ static int ask(const struct sf_endpoint *ep, enum sf_stats_format fmt) {
                 fwrite(buf, 1, (size_t)got, out);
                 fflush(out); /* updates len */
         }
-        close(fd);
+        sf_netio_close(fd);
         if (out)
                 fclose(out);
         int status = 0;

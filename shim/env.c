@@ -39,6 +39,7 @@ int sf_env_value(const struct sf_forward *f, char *buf, size_t len) {
         case SF_EP_VSOCK:
         case SF_EP_SYSTEMD:
         case SF_EP_FD:
+        case SF_EP_NPIPE:
                 break;
         }
         return -EINVAL;

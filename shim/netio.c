@@ -105,12 +105,8 @@ int sf_netio_dial(const struct sf_endpoint *ep, uint64_t timeout_ms, char *err, 
                 snprintf(err, errlen, "%s endpoints cannot be connected to", sf_endpoint_kind_name(ep->kind));
                 return -EINVAL;
         }
-        if (r >= 0 || err[0])
-                return r;
-        if (r == -ETIMEDOUT)
-                sf_link_timeout_cause(ep, timeout_ms, err, errlen);
-        else
-                sf_link_connect_cause(ep, -r, err, errlen);
+        if (r < 0 && !err[0])
+                sf_link_dial_cause(ep, r, timeout_ms, err, errlen);
         return r;
 }
 
@@ -147,4 +143,13 @@ int sf_netio_write_all(int fd, const void *buf, size_t len, int64_t deadline) {
                         return r;
         }
         return 0;
+}
+
+ssize_t sf_netio_read_ready(int fd, void *buf, size_t len) {
+        ssize_t n = recv(fd, buf, len, MSG_DONTWAIT);
+        return n < 0 ? -errno : n;
+}
+
+void sf_netio_close(int fd) {
+        close(fd);
 }

@@ -1,5 +1,7 @@
 #pragma once
-/* Blocking client I/O with a deadline (poll), for the one-shot commands: check and stats. */
+/* Blocking client I/O with a deadline, for the one-shot commands: check and stats. A
+ * connection is an int: a socket on POSIX (shim/netio.c), a slot for a socket or a named pipe
+ * on Windows (shim/netio_win.c). */
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -9,7 +11,7 @@
 int64_t sf_netio_now_ms(void);
 
 /* Connects to ep (unix path, abstract name, tcp — each address the name resolves to, in
- * order — or vsock) within timeout_ms. Returns the connected socket or -errno with the cause
+ * order — vsock, or a named pipe on Windows, waiting while it is busy) within timeout_ms. Returns the connected socket or -errno with the cause
  * and the fix written to err, in the relay's words. The name lookup itself is not bounded. */
 int sf_netio_dial(const struct sf_endpoint *ep, uint64_t timeout_ms, char *err, size_t errlen);
 
@@ -19,3 +21,10 @@ ssize_t sf_netio_read(int fd, void *buf, size_t len, int64_t deadline);
 
 /* Writes all len bytes before deadline: 0, -ETIMEDOUT or -errno. */
 int sf_netio_write_all(int fd, const void *buf, size_t len, int64_t deadline);
+
+/* Reads what has arrived already, without waiting: the count, 0 at end of file, -EAGAIN when
+ * nothing has, or -errno. */
+ssize_t sf_netio_read_ready(int fd, void *buf, size_t len);
+
+/* Closes a connection from sf_netio_dial. */
+void sf_netio_close(int fd);

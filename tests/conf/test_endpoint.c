@@ -108,6 +108,52 @@ Test(endpoint, parse_n_stops_at_len) {
         cr_assert_eq(sf_endpoint_parse("x", &ep, NULL, 0), -EINVAL);
 }
 
+/* The forms people paste: Windows' own path and Docker's DOCKER_HOST, either slash. */
+Test(endpoint, npipe) {
+        static const char *const forms[] = {
+                "npipe:openssh-ssh-agent",          "npipe:\\\\.\\pipe\\openssh-ssh-agent",
+                "npipe:////./pipe/openssh-ssh-agent", "npipe://./pipe/openssh-ssh-agent",
+                "npipe:\\\\.\\PIPE\\openssh-ssh-agent",
+        };
+        for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+                struct sf_endpoint ep = parse_ok(forms[i]);
+                cr_assert_eq(ep.kind, SF_EP_NPIPE);
+                cr_assert_str_eq(ep.pipe, "openssh-ssh-agent", "%s", forms[i]);
+        }
+        struct sf_endpoint a = parse_ok("npipe:Docker_Engine"), b = parse_ok("npipe:////./pipe/docker_engine");
+        cr_assert(sf_endpoint_equal(&a, &b), "pipe names are case-insensitive");
+        cr_assert_str_eq(sf_endpoint_kind_name(SF_EP_NPIPE), "npipe");
+        /* A name may hold a backslash below the pipe root, as Windows allows. */
+        cr_assert_str_eq(parse_ok("npipe:app\\agent").pipe, "app\\agent");
+        char buf[400];
+        cr_assert_eq(strlen(parse_ok(repeat(buf, sizeof buf, "npipe:", 'p', SF_NPIPE_NAME_MAX, "")).pipe),
+                     SF_NPIPE_NAME_MAX);
+}
+
+Test(endpoint, npipe_errors) {
+        char buf[400], want[600];
+        assert_parse_error("npipe:", "npipe:: empty pipe name, expected npipe:NAME (for \\\\.\\pipe\\NAME)");
+        assert_parse_error("npipe:\\\\.\\pipe\\", "npipe:\\\\.\\pipe\\: empty pipe name, expected npipe:NAME (for \\\\.\\pipe\\NAME)");
+        assert_parse_error("npipe:\\\\server\\pipe\\x",
+                           "npipe:\\\\server\\pipe\\x: only pipes on this machine are supported (\\\\.\\pipe\\NAME); reach another host over tcp:");
+        assert_parse_error("npipe:///./pipe/x", "npipe:///./pipe/x: bad pipe path, expected npipe:NAME or npipe:\\\\.\\pipe\\NAME");
+        assert_parse_error("npipe://./pipes/x", "npipe://./pipes/x: bad pipe path, expected npipe:\\\\.\\pipe\\NAME");
+        assert_parse_error("npipe:a\tb", "npipe:a\tb: control character in the pipe name");
+        repeat(buf, sizeof buf, "npipe:", 'p', SF_NPIPE_NAME_MAX + 1, "");
+        snprintf(want, sizeof want, "%s: pipe name is too long (247 characters at most)", buf);
+        assert_parse_error(buf, want);
+}
+
+/* Linux's build refuses them (conf/platform_posix.c); parsing alone is the same everywhere. */
+Test(endpoint, npipe_is_windows_only_here) {
+        struct sf_endpoint ep = parse_ok("npipe:x");
+        char err[300] = "";
+        cr_assert_eq(sf_endpoint_supported(&ep, err, sizeof err), -EINVAL);
+        cr_assert_str_eq(err, "npipe:x: named pipes are Windows' (sockferry.exe); on Linux use unix:/path or tcp:HOST:PORT");
+        ep = parse_ok("tcp:127.0.0.1:1");
+        cr_assert_eq(sf_endpoint_supported(&ep, err, sizeof err), 0);
+}
+
 Test(endpoint, generic_errors) {
         char buf[400];
         assert_parse_error("", "empty endpoint, " EXPECTED);

@@ -930,6 +930,29 @@ def test_control_socket_refuses_other_users():
         shutil.rmtree(d)
 
 
+def test_named_pipes_are_a_config_error_off_windows():
+    """npipe: endpoints are Windows' (sockferry.exe): here every place one can go is refused
+    before anything is bound, with exit 78 and a sentence that names this system."""
+    d = tmpdir()
+    try:
+        for args in (["relay", "-t", "-F", "a:npipe:openssh-ssh-agent=tcp:127.0.0.1:1"],
+                     ["relay", "-t", "-F", "a:tcp:127.0.0.1:1=npipe:////./pipe/docker_engine"],
+                     ["check", "-F", "a:unix:%s/a.sock=tcp:127.0.0.1:1|npipe:\\\\.\\pipe\\x" % d]):
+            rc, _, err = run_sockferry(args)
+            assert rc == 78, (args, rc, err)
+            assert "named pipes are Windows' (sockferry.exe); on Linux use unix:/path or tcp:HOST:PORT" in err, err
+        conf = os.path.join(d, "sf.conf")
+        with open(conf, "w") as f:
+            f.write("[sockferry]\ncontrol = npipe:sockferry-control\n[a]\nlisten = unix:%s/a.sock\n"
+                    "connect = tcp:127.0.0.1:1\n" % d)
+        rc, _, err = run_sockferry(["relay", "-t", "-c", conf])
+        assert rc == 78 and "sf.conf:2: [sockferry] control: npipe:sockferry-control: named pipes are Windows'" in err, \
+            (rc, err)
+        assert not os.path.exists(os.path.join(d, "a.sock"))
+    finally:
+        shutil.rmtree(d)
+
+
 if __name__ == "__main__":
     sys.exit(Tap([
         test_probe_exit_codes_and_advice,
@@ -952,4 +975,5 @@ if __name__ == "__main__":
         test_check_refuses_non_regular_and_oversized_config_files,
         test_stats_caps_the_answer_and_prints_only_text,
         test_control_socket_refuses_other_users,
+        test_named_pipes_are_a_config_error_off_windows,
     ]).run())

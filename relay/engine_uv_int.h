@@ -1,0 +1,50 @@
+#pragma once
+/* The portable engine's parts (relay/engine_uv.h): what engine_uv.c, shared by every system,
+ * and engine_uv_posix.c / engine_uv_win.c, one per system, use of each other. */
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "relay/engine.h"
+
+struct sf_uvsock {
+        union {
+                uv_handle_t handle;
+                uv_stream_t stream;
+                uv_tcp_t tcp;
+                uv_pipe_t pipe;
+        } u;
+        struct sf_engine *e;
+        struct sf_sock *sock; /* NULL once its owner closed it: nothing is reported any more */
+        uv_connect_t creq;
+        uv_write_t wreq;
+        uv_shutdown_t sreq;
+        uv_poll_t *poll; /* a connect in progress on a descriptor (unix, vsock) */
+        int fd;          /* that descriptor until the stream is opened on it */
+        bool opened;     /* u is an initialised handle */
+        bool is_tcp;
+        bool reading;
+        bool eof;
+        bool shut;
+        int err;         /* sticky: what recv/send and sf_sock_error report */
+        char *in;        /* inbox: bytes read, not yet taken by sf_sock_recv */
+        uint32_t in_off, in_len;
+        char *out;       /* outbox: bytes accepted by sf_sock_send, being written */
+};
+
+/* A side's stream state, bound to s (its owner) and e; NULL when out of memory. */
+struct sf_uvsock *sf_uvsock_new(struct sf_engine *e, struct sf_sock *s);
+/* Starts reading into the inbox unless at EOF, failed or reading already: 0 or a libuv error. */
+int sf_uvsock_read_start(struct sf_uvsock *h);
+/* Passes events to the owner, if it still has one. */
+void sf_uvsock_report(struct sf_uvsock *h, uint32_t events);
+/* The close callback of a side's stream: releases its buffers and frees it. */
+void sf_uvsock_closed(uv_handle_t *handle);
+/* The close callback of a uv_poll_t the engine allocated. */
+void sf_uvsock_poll_closed(uv_handle_t *handle);
+
+/* The platform's part of sf_sock_connect (unix and vsock on POSIX; nothing on Windows) and of
+ * sf_sock_peername (a stream that is not TCP). */
+int sf_sock_connect_local(struct sf_engine *e, struct sf_sock *s, const struct sockaddr *addr, socklen_t len,
+                          bool *in_progress);
+int sf_sock_peername_local(struct sf_uvsock *h, struct sockaddr_storage *ss, socklen_t *len);

@@ -1,0 +1,158 @@
+#include "relay/engine.h"
+
+#include <windows.h>
+
+#include <errno.h>
+#include <io.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "relay/engine_uv_int.h"
+#include "relay/listen_srv_win.h"
+#include "relay/platform.h"
+
+/* The portable engine on Windows: listeners are libuv streams (relay/listener_win.c) whose
+ * connection callbacks this side counts and the relay accepts from; a named pipe is opened
+ * here and handed to libuv, so that a busy pipe is retried by the dialer within
+ * connect-timeout (libuv's own uv_pipe_connect waits up to 30 s in a thread, whatever the
+ * timeout) and the pipe's server cannot impersonate the relay. */
+
+int sf_watch_start(struct sf_engine *e, struct sf_watch *w, struct sf_listener *l, sf_ev_cb cb) {
+        if (!l->srv)
+                return -EBADF;
+        w->ev.cb = cb;
+        w->l = l;
+        w->init = true;
+        w->armed = true;
+        l->srv->watch = w;
+        /* Clients that came while paused: accepted in the next turn, not from inside the
+         * caller (a connection being freed). */
+        if (l->srv->pending || l->srv->err)
+                sf_engine_defer(e, &w->ev);
+        return 0;
+}
+
+void sf_watch_stop(struct sf_engine *e, struct sf_watch *w, struct sf_listener *l) {
+        w->armed = false;
+        sf_engine_cancel(e, &w->ev);
+}
+
+/* No handle of its own: the listener's stream goes with sf_listener_close. */
+uv_handle_t *sf_watch_handle(struct sf_watch *w) {
+        if (w->init && w->l->srv)
+                w->l->srv->watch = NULL;
+        w->init = false;
+        return NULL;
+}
+
+int sf_watch_accept(struct sf_engine *e, struct sf_watch *w, struct sf_listener *l, struct sf_incoming *in) {
+        struct sf_listen_srv *srv = l->srv;
+        in->h = NULL;
+        if (srv->err) {
+                int err = srv->err;
+                srv->err = 0;
+                return -err;
+        }
+        if (!srv->pending)
+                return -EAGAIN;
+        struct sf_uvsock *h = calloc(1, sizeof *h);
+        if (!h)
+                return -ENOMEM;
+        h->e = e;
+        h->fd = -1;
+        h->is_tcp = srv->is_tcp;
+        if (h->is_tcp)
+                uv_tcp_init(e->loop, &h->u.tcp);
+        else
+                uv_pipe_init(e->loop, &h->u.pipe, 0);
+        h->opened = true;
+        int r = uv_accept(&srv->u.stream, &h->u.stream);
+        srv->pending--;
+        if (r < 0) {
+                uv_close(&h->u.handle, sf_uvsock_closed);
+                return -sf_errno_uv(r);
+        }
+        in->h = h;
+        return 0;
+}
+
+void sf_incoming_close(struct sf_engine *e, struct sf_incoming *in) {
+        if (in->h)
+                uv_close(&in->h->u.handle, sf_uvsock_closed);
+        in->h = NULL;
+}
+
+int sf_incoming_cred(const struct sf_incoming *in, uid_t *uid, gid_t *gid, pid_t *pid) {
+        return -ENOTSUP;
+}
+
+int sf_sock_adopt(struct sf_engine *e, struct sf_sock *s, struct sf_incoming *in, int family) {
+        struct sf_uvsock *h = in->h;
+        in->h = NULL;
+        h->sock = s;
+        s->h = h;
+        int r = sf_uvsock_read_start(h);
+        return r < 0 ? -sf_errno_uv(r) : 0;
+}
+
+int sf_sock_connect_local(struct sf_engine *e, struct sf_sock *s, const struct sockaddr *addr, socklen_t len,
+                          bool *in_progress) {
+        return -EAFNOSUPPORT;
+}
+
+static int errno_win(DWORD err) {
+        switch (err) {
+        case ERROR_PIPE_BUSY: return EAGAIN;
+        case ERROR_FILE_NOT_FOUND:
+        case ERROR_PATH_NOT_FOUND:
+        case ERROR_BAD_PATHNAME:
+        case ERROR_INVALID_NAME: return ENOENT;
+        case ERROR_ACCESS_DENIED: return EACCES;
+        case ERROR_NOT_ENOUGH_MEMORY:
+        case ERROR_OUTOFMEMORY: return ENOMEM;
+        case ERROR_TOO_MANY_OPEN_FILES: return EMFILE;
+        default: return EIO;
+        }
+}
+
+/* Opening a pipe never blocks: all instances busy is ERROR_PIPE_BUSY at once, -EAGAIN here,
+ * which the dialer retries until connect-timeout. */
+int sf_sock_connect_pipe(struct sf_engine *e, struct sf_sock *s, const char *name, bool *in_progress) {
+        wchar_t path[9 + SF_NPIPE_NAME_MAX + 1] = L"\\\\.\\pipe\\";
+        *in_progress = false;
+        if (!MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, name, -1, path + 9, SF_NPIPE_NAME_MAX + 1))
+                return -ENOENT;
+        /* SECURITY_IDENTIFICATION: the server may learn who connects, not act as the relay. */
+        HANDLE ph = CreateFileW(path, GENERIC_READ | GENERIC_WRITE, 0, NULL, OPEN_EXISTING,
+                                FILE_FLAG_OVERLAPPED | SECURITY_SQOS_PRESENT | SECURITY_IDENTIFICATION, NULL);
+        if (ph == INVALID_HANDLE_VALUE)
+                return -errno_win(GetLastError());
+        int fd = _open_osfhandle((intptr_t)ph, 0);
+        if (fd < 0) {
+                CloseHandle(ph);
+                return -EMFILE;
+        }
+        struct sf_uvsock *h = sf_uvsock_new(e, s);
+        if (!h) {
+                _close(fd);
+                return -ENOMEM;
+        }
+        uv_pipe_init(e->loop, &h->u.pipe, 0);
+        h->opened = true;
+        int r = uv_pipe_open(&h->u.pipe, fd);
+        if (r < 0) {
+                _close(fd);
+        } else {
+                r = sf_uvsock_read_start(h);
+        }
+        if (r < 0) {
+                sf_sock_close(e, s);
+                return -sf_errno_uv(r);
+        }
+        return 0;
+}
+
+/* A named pipe has no peer address. */
+int sf_sock_peername_local(struct sf_uvsock *h, struct sockaddr_storage *ss, socklen_t *len) {
+        return -ENOTSUP;
+}
