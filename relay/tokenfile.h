@@ -25,3 +25,12 @@ int sf_tokenfile_read(const char *path, const struct sf_conf *c, char *buf, size
  * written; half a token is never left behind. path NULL writes to standard output. Logs the
  * cause. Returns 0 or -errno. */
 int sf_tokenfile_write(const char *path, const char *hex, size_t len, bool force);
+
+#ifdef _WIN32
+/* The rule sf_tokenfile_read applies to a file's security descriptor (a
+ * PSECURITY_DESCRIPTOR with owner and DACL): the owner is the current user, SYSTEM or
+ * Administrators, the DACL is not NULL, and no allowed entry gives another account a right
+ * that reads or changes the token. Logs the file, the account, the right and the icacls fix.
+ * Returns 0 or -EPERM. */
+int sf_tokenfile_check_sd(const char *path, void *sd);
+#endif
