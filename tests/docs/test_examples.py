@@ -3,8 +3,9 @@
 
 Usage: test_examples.py SOURCE_ROOT        (environment: SOCKFERRY, the binary to put on PATH)
 
-Blocks run: ```sh (or bash, shell), ```console (its `$ ` lines) and ```ini. An HTML comment on
-the line just before the fence steers a block:
+Blocks run: ```sh (or bash, shell), ```console (its `$ ` lines) and ```ini. Windows blocks
+(```bat, cmd, powershell, ps1, pwsh) cannot run here: each must carry a `skip` marker, so that it
+is listed with its reason. An HTML comment on the line just before the fence steers a block:
 
     <!-- doctest: DIRECTIVE; DIRECTIVE; ... -->
 
@@ -44,6 +45,7 @@ import tempfile
 import time
 
 RUN_LANGS = {"sh": "sh", "bash": "sh", "shell": "sh", "console": "console", "ini": "ini"}
+WINDOWS_LANGS = {"bat", "batch", "cmd", "powershell", "ps1", "pwsh"}
 HOST_NAMES = ("host.docker.internal", "host.lima.internal", "host.containers.internal",
               "host.orb.internal", "gateway.docker.internal")
 FENCE = re.compile(r"^(\s*)(`{3,})([\w-]*)\s*$")
@@ -134,7 +136,7 @@ def blocks_of(root, rel):
             body.append(lines[i][len(indent):] if lines[i].startswith(indent) else lines[i].lstrip())
             i += 1
         i += 1
-        if lang not in RUN_LANGS:
+        if lang not in RUN_LANGS and lang not in WINDOWS_LANGS:
             continue
         prev = lines[start - 1] if start > 0 else ""
         mk = MARKER.match(prev)
@@ -145,7 +147,7 @@ def blocks_of(root, rel):
             directives = [d for d in head.split(";") if d.strip()]
             if sep:
                 directives.append("skip " + reason)
-        out.append(Block(rel, start + 1, RUN_LANGS[lang], "\n".join(body) + "\n", directives))
+        out.append(Block(rel, start + 1, RUN_LANGS.get(lang, lang), "\n".join(body) + "\n", directives))
     return out
 
 
@@ -354,6 +356,10 @@ def main():
                 continue
             if b.skip:
                 diags.append(f"# skipped {b.where} ({b.lang}): {b.skip}")
+                continue
+            if b.lang in WINDOWS_LANGS:
+                results.append((False, f"{b.where} ({b.lang}) marker",
+                                "a Windows block cannot run here: put `<!-- doctest: skip REASON -->` before it"))
                 continue
             if not b.then or sc is None or b.path != last_file:
                 if b.then:
