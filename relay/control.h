@@ -32,7 +32,8 @@ struct sf_proc_stats {
         double uptime_s;
 };
 
-/* Fills p from /proc/self; a value that cannot be read stays 0. */
+/* Fills p (relay/procstats_*.c: /proc/self, or Windows' process information, where open_fds
+ * counts handles); a value that cannot be read stays 0. */
 void sf_proc_stats_read(struct sf_proc_stats *p);
 
 /* Writes the counters of every forward of relay (created from conf) and p to out. */
