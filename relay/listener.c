@@ -369,6 +369,24 @@ int sf_listener_open(uv_loop_t *loop, const struct sf_forward *f, const struct s
         return -EINVAL;
 }
 
+int sf_listener_place_check(const struct sf_forward *f, const struct sf_conf *c) {
+        char dir[SF_UNIX_PATH_MAX];
+        struct stat st;
+        snprintf(dir, sizeof dir, "%s", f->listen.path);
+        char *slash = strrchr(dir, '/');
+        if (!slash || slash == dir || (*slash = '\0', stat(dir, &st) < 0))
+                return 0;
+        struct sf_safedir_policy trust;
+        sf_safedir_policy_init(&trust, c->user_set, c->uid);
+        char what[SF_UNIX_PATH_MAX + 16];
+        const char *base;
+        snprintf(what, sizeof what, "listen %s", f->listen.text);
+        int fd = sf_safedir_open(&trust, f->listen.path, false, f->name, what, &base);
+        if (fd >= 0)
+                close(fd);
+        return fd == -EPERM ? -EPERM : 0;
+}
+
 void sf_listener_close(struct sf_listener *l) {
         if (l->srv) {
                 uv_close((uv_handle_t *)&l->srv->pipe, on_srv_closed);

@@ -28,6 +28,10 @@ struct sf_listener {
  * (relay/safedir.h). Returns 0 or -errno: -EPERM when a policy refuses the endpoint (a
  * configuration error). */
 int sf_listener_open(uv_loop_t *loop, const struct sf_forward *f, const struct sf_conf *c, struct sf_listener *l);
+/* Whether the directories on a unix listen path pass the relay's policy (relay/safedir.h),
+ * for a configuration test: missing ones are not checked (the relay creates them). 0, or
+ * -EPERM when the policy refuses the place (logged). */
+int sf_listener_place_check(const struct sf_forward *f, const struct sf_conf *c);
 /* Hands the listener to libuv, which calls cb(stream, status) with data as the stream's data
  * for each client (uv_accept takes it): for a listener the relay does not accept from itself
  * (the control socket). 0 or -errno. */

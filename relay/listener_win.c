@@ -186,6 +186,11 @@ int sf_listener_serve(struct sf_listener *l, uv_loop_t *loop, int backlog, uv_co
         return 0;
 }
 
+/* Pipes and ports have no directories to judge. */
+int sf_listener_place_check(const struct sf_forward *f, const struct sf_conf *c) {
+        return 0;
+}
+
 void sf_listener_close(struct sf_listener *l) {
         if (l->srv) {
                 srv_close(l->srv);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "conf/log.h"
+#include "conf/platform.h"
 #include "relay/control.h"
 #include "shim/cli.h"
 #include "shim/confsearch.h"
@@ -25,7 +26,8 @@ static void help(void) {
               "error and the connect candidate in use; per process open fds, RSS and uptime.\n"
               "\n"
               "  -c, --config FILE     take the control socket from FILE's control = key\n"
-              "      --control PATH    the control socket: PATH, unix:PATH or unix:@NAME\n"
+              "      --control PATH    the control socket: PATH, unix:PATH or unix:@NAME (npipe:NAME on\n"
+              "                        Windows)\n"
               "  -f, --format FORMAT   text (default), json or prometheus\n"
               "  -V, --version         show the version\n"
               "  -h, --help            show this help\n"
@@ -38,12 +40,12 @@ static void help(void) {
 static int control_parse(const char *s, struct sf_endpoint *ep) {
         char text[SF_ENDPOINT_TEXT_MAX + 8], err[256];
         snprintf(text, sizeof text, "%s%s", s[0] == '/' ? "unix:" : "", s);
-        if (sf_endpoint_parse(text, ep, err, sizeof err) < 0) {
+        if (sf_endpoint_parse(text, ep, err, sizeof err) < 0 || sf_endpoint_supported(ep, err, sizeof err) < 0) {
                 sf_cli_usage_error("stats", "--control %s: %s", s, err);
                 return -EINVAL;
         }
-        if (ep->kind != SF_EP_UNIX && ep->kind != SF_EP_ABSTRACT) {
-                sf_cli_usage_error("stats", "--control %s: expected a unix socket (PATH, unix:PATH or unix:@NAME)", s);
+        if (ep->kind != SF_EP_UNIX && ep->kind != SF_EP_ABSTRACT && ep->kind != SF_EP_NPIPE) {
+                sf_cli_usage_error("stats", "--control %s: not %s", s, sf_conf_local_endpoints);
                 return -EINVAL;
         }
         return 0;

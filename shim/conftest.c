@@ -10,7 +10,7 @@
 #include <sodium.h>
 
 #include "conf/log.h"
-#include "relay/safedir.h"
+#include "relay/listener.h"
 #include "relay/sockpath.h"
 #include "relay/token.h"
 #include "shim/cli.h"
@@ -30,26 +30,6 @@ static int token_test(const struct sf_conf *c, const struct sf_forward *f, const
         int r = sf_token_load(*file, c, &key);
         sodium_memzero(&key, sizeof key);
         return r < 0 ? SF_EX_CONFIG : 0;
-}
-
-/* Whether the directories on a unix listen path pass the relay's policy (relay/safedir.h).
- * Missing ones are not checked: the relay creates them. Returns 0 or SF_EX_CONFIG, logged. */
-static int listen_dir_test(const struct sf_conf *c, const struct sf_forward *f) {
-        char dir[SF_UNIX_PATH_MAX];
-        struct stat st;
-        snprintf(dir, sizeof dir, "%s", f->listen.path);
-        char *slash = strrchr(dir, '/');
-        if (!slash || slash == dir || (*slash = '\0', stat(dir, &st) < 0))
-                return 0;
-        struct sf_safedir_policy trust;
-        sf_safedir_policy_init(&trust, c->user_set, c->uid);
-        char what[SF_UNIX_PATH_MAX + 16];
-        const char *base;
-        snprintf(what, sizeof what, "listen %s", f->listen.text);
-        int fd = sf_safedir_open(&trust, f->listen.path, false, f->name, what, &base);
-        if (fd >= 0)
-                close(fd);
-        return fd == -EPERM ? SF_EX_CONFIG : 0;
 }
 
 /* What is at a unix listen path now, when that matters for binding there. */
@@ -118,7 +98,7 @@ int sf_cli_conf_test(const struct sf_conf *c) {
                 const char *token_file = f->auth == SF_AUTH_TOKEN ? sf_conf_token_file(c, f) : NULL;
                 if (!(token_file && token_seen(c, i, token_file)) && token_test(c, f, &token_file))
                         status = SF_EX_CONFIG;
-                if (listen_dir_test(c, f))
+                if (sf_listener_place_check(f, c) == -EPERM)
                         status = SF_EX_CONFIG;
                 listen_test(f);
                 char connect[2048] = "";

@@ -62,6 +62,17 @@ char *sf_win_strerror(int err) {
         return strerror(err);
 }
 
+const char *sf_win_gai_strerror(int code) {
+        static char text[256];
+        DWORD n = FormatMessageA(FORMAT_MESSAGE_FROM_SYSTEM | FORMAT_MESSAGE_IGNORE_INSERTS, NULL, (DWORD)code, 0, text,
+                                 sizeof text, NULL);
+        while (n > 0 && (text[n - 1] == '\n' || text[n - 1] == '\r' || text[n - 1] == '.'))
+                text[--n] = '\0';
+        if (n == 0)
+                snprintf(text, sizeof text, "name resolution failed (error %d)", code);
+        return text;
+}
+
 sf_win_sighandler sf_win_signal(int sig, sf_win_sighandler handler) {
         switch (sig) {
         case SIGINT:

@@ -86,3 +86,12 @@ const char *sf_win_strsignal(int sig);
 FILE *open_memstream(char **buf, size_t *len);
 int sf_win_fclose(FILE *f);
 #define fclose sf_win_fclose
+
+/* mingw-w64 declares gai_strerror but links no definition of it: the resolver's codes are
+ * Windows errors, which FormatMessage names. ws2tcpip.h defines the name as a macro of its
+ * own, so it comes first. */
+#include <winsock2.h>
+#include <ws2tcpip.h>
+#undef gai_strerror
+const char *sf_win_gai_strerror(int code);
+#define gai_strerror sf_win_gai_strerror
