@@ -191,8 +191,9 @@ static int parse_allow_insecure(struct sf_forward *f, const char *v, char *err, 
 
 /* A relative token file would depend on the directory the relay happens to start in. */
 static int parse_token_path(const char *v, char *dst, size_t size, char *err, size_t errlen) {
-        if (v[0] != '/')
-                return fail(err, errlen, "\"%s\" is not an absolute path, expected an absolute path such as /run/secrets/sockferry.token", v);
+        if (!sf_path_is_absolute(v))
+                return fail(err, errlen, "\"%s\" is not an absolute path, expected an absolute path such as %s", v,
+                            sf_token_path_example);
         if (strlen(v) >= size)
                 return fail(err, errlen, "path is too long (%zu bytes at most), expected a shorter path", size - 1);
         strcpy(dst, v);

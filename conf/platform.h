@@ -1,6 +1,7 @@
 #pragma once
 /* What differs between systems in the configuration: conf/platform_posix.c (Linux, macOS) and
  * conf/platform_win.c. */
+#include <stdbool.h>
 #include <sys/types.h>
 
 /* A passwd entry by name, or by uid when name is NULL. 1 when found, 0 when there is no such
@@ -14,3 +15,8 @@ extern const char *const sf_accounts_unsupported;
 /* What a local endpoint (the control socket) may be here, for messages: "a unix socket,
  * expected ...". */
 extern const char sf_conf_local_endpoints[];
+
+/* Whether path is absolute here: /... on POSIX; X:\... or a \\server\share path on Windows. */
+bool sf_path_is_absolute(const char *path);
+/* A token file's place, for messages. */
+extern const char sf_token_path_example[];

@@ -14,6 +14,7 @@
 #define NSS_BUF_MAX (1024 * 1024)
 
 const char *const sf_accounts_unsupported = NULL;
+const char sf_token_path_example[] = "/run/secrets/sockferry.token";
 const char sf_conf_local_endpoints[] = "a unix socket, expected unix:/abs/path or unix:@name";
 
 /* getpwnam_r (name) or getpwuid_r. Returns 1 when found, 0 when there is no such entry,
@@ -79,4 +80,8 @@ int sf_endpoint_supported(const struct sf_endpoint *ep, char *err, size_t errlen
 #endif
                 );
         return -EINVAL;
+}
+
+bool sf_path_is_absolute(const char *path) {
+        return path[0] == '/';
 }

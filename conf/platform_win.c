@@ -9,6 +9,7 @@ const char *const sf_accounts_unsupported =
         "user and group accounts are not supported on Windows: the relay runs as the account that starts it "
         "(and a named pipe it creates is that account's); remove the key";
 
+const char sf_token_path_example[] = "C:\\Users\\NAME\\AppData\\Roaming\\sockferry\\token";
 const char sf_conf_local_endpoints[] = "a named pipe, expected npipe:NAME";
 
 int sf_account_user(const char *name, uid_t uid, uid_t *out_uid, gid_t *out_gid) {
@@ -41,4 +42,14 @@ int sf_endpoint_supported(const struct sf_endpoint *ep, char *err, size_t errlen
         if (err && errlen)
                 snprintf(err, errlen, "%s: %s", ep->text, why);
         return -EINVAL;
+}
+
+static bool is_sep(char c) {
+        return c == '\\' || c == '/';
+}
+
+bool sf_path_is_absolute(const char *path) {
+        bool drive = ((path[0] >= 'A' && path[0] <= 'Z') || (path[0] >= 'a' && path[0] <= 'z')) && path[1] == ':' &&
+                     is_sep(path[2]);
+        return drive || (is_sep(path[0]) && is_sep(path[1]));
 }

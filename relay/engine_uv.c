@@ -225,6 +225,12 @@ ssize_t sf_sock_recv(struct sf_sock *s, void *buf, size_t n) {
         return (ssize_t)k;
 }
 
+void sf_uvsock_end_input(struct sf_uvsock *h) {
+        read_stop(h);
+        inbox_release(h);
+        h->eof = true;
+}
+
 static void on_write(uv_write_t *req, int status) {
         struct sf_uvsock *h = req->data;
         sf_bufpool_put(h->e->pool, h->out);
@@ -234,6 +240,11 @@ static void on_write(uv_write_t *req, int status) {
         if (status < 0) {
                 h->err = sf_errno_uv(status);
                 sf_uvsock_report(h, SF_EV_OUT | SF_EV_ERR);
+                return;
+        }
+        if (h->end_after_write && !h->eof) {
+                sf_uvsock_end_input(h);
+                sf_uvsock_report(h, SF_EV_OUT | SF_EV_IN | SF_EV_RDHUP);
                 return;
         }
         sf_uvsock_report(h, SF_EV_OUT);
@@ -294,7 +305,8 @@ void sf_sock_shutdown(struct sf_sock *s) {
         if (h->shut || !h->opened || h->poll)
                 return;
         h->shut = true;
-        uv_shutdown(&h->sreq, &h->u.stream, on_shutdown);
+        if (!sf_sock_shutdown_local(h))
+                uv_shutdown(&h->sreq, &h->u.stream, on_shutdown);
 }
 
 void sf_sock_close(struct sf_engine *e, struct sf_sock *s) {
@@ -302,6 +314,7 @@ void sf_sock_close(struct sf_engine *e, struct sf_sock *s) {
         sf_deferq_cancel(&e->q, &s->ev);
         if (!h)
                 return;
+        sf_deferq_cancel(&e->q, &h->endev);
         s->h = NULL;
         h->sock = NULL;
         if (h->poll) {

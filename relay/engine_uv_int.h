@@ -26,6 +26,10 @@ struct sf_uvsock {
         bool reading;
         bool eof;
         bool shut;
+        bool accepted;        /* taken from a listener (Windows: the server end of a pipe) */
+        bool end_after_write; /* a pipe's client end: the connection ends once out is written */
+        uv_write_t eofreq;    /* the zero-length message that ends a request on a pipe */
+        struct sf_ev endev;   /* reports an input ended by end_after_write in the next turn */
         int err;         /* sticky: what recv/send and sf_sock_error report */
         char *in;        /* inbox: bytes read, not yet taken by sf_sock_recv */
         uint32_t in_off, in_len;
@@ -42,6 +46,12 @@ void sf_uvsock_report(struct sf_uvsock *h, uint32_t events);
 void sf_uvsock_closed(uv_handle_t *handle);
 /* The close callback of a uv_poll_t the engine allocated. */
 void sf_uvsock_poll_closed(uv_handle_t *handle);
+
+/* Ends a side's input as if the peer had shut down: what is unread is dropped. */
+void sf_uvsock_end_input(struct sf_uvsock *h);
+/* The platform's part of sf_sock_shutdown: true when it ended the side's output its own way
+ * (Windows' pipes, which have no half-close), false for libuv's uv_shutdown. */
+bool sf_sock_shutdown_local(struct sf_uvsock *h);
 
 /* The platform's part of sf_sock_connect (unix and vsock on POSIX; nothing on Windows) and of
  * sf_sock_peername (a stream that is not TCP). */

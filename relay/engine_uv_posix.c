@@ -165,6 +165,10 @@ int sf_sock_connect_local(struct sf_engine *e, struct sf_sock *s, const struct s
         return 0;
 }
 
+bool sf_sock_shutdown_local(struct sf_uvsock *h) {
+        return false;
+}
+
 int sf_sock_connect_pipe(struct sf_engine *e, struct sf_sock *s, const char *name, bool *in_progress) {
         return -EAFNOSUPPORT;
 }

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <io.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -72,6 +73,7 @@ int sf_watch_accept(struct sf_engine *e, struct sf_watch *w, struct sf_listener 
                 uv_close(&h->u.handle, sf_uvsock_closed);
                 return -sf_errno_uv(r);
         }
+        h->accepted = true;
         in->h = h;
         return 0;
 }
@@ -93,6 +95,41 @@ int sf_sock_adopt(struct sf_engine *e, struct sf_sock *s, struct sf_incoming *in
         s->h = h;
         int r = sf_uvsock_read_start(h);
         return r < 0 ? -sf_errno_uv(r) : 0;
+}
+
+static void on_input_ended(struct sf_ev *ev, uint32_t events) {
+        struct sf_uvsock *h = (struct sf_uvsock *)((char *)ev - offsetof(struct sf_uvsock, endev));
+        sf_uvsock_report(h, SF_EV_IN | SF_EV_RDHUP);
+}
+
+static void on_eof_message(uv_write_t *req, int status) {
+        (void)req;
+        (void)status;
+}
+
+/* A named pipe has no half-close, and libuv's uv_shutdown on one closes it after 50 ms of
+ * silence, dropping a slower answer. So: toward a pipe the relay dialled (a service's), the
+ * end of the client's request is a zero-length message — what a message-mode service such as
+ * Docker's engine pipe reads as the end of input (go-winio's CloseWrite), nothing at all to a
+ * byte-mode one — and the pipe stays open for the answer until the service closes it. Toward
+ * a pipe client of the relay's own listener, which could not be told either, the connection
+ * ends once what is queued for it is written: the client sees the end of the pipe. */
+bool sf_sock_shutdown_local(struct sf_uvsock *h) {
+        if (h->is_tcp)
+                return false;
+        if (h->accepted) {
+                h->end_after_write = true;
+                if (!h->out) {
+                        sf_uvsock_end_input(h);
+                        h->endev.cb = on_input_ended;
+                        sf_engine_defer(h->e, &h->endev);
+                }
+                return true;
+        }
+        static char none[1];
+        uv_buf_t b = uv_buf_init(none, 0);
+        uv_write(&h->eofreq, &h->u.stream, &b, 1, on_eof_message);
+        return true;
 }
 
 int sf_sock_connect_local(struct sf_engine *e, struct sf_sock *s, const struct sockaddr *addr, socklen_t len,

@@ -121,7 +121,7 @@ def recv_all(s, limit=1 << 62):
 class Relay:
     """A sockferry process; its stderr goes to a file so tests can read the log."""
 
-    def __init__(self, args, cwd=None, env=None, wait_ready=True, preexec=None, prefix=None):
+    def __init__(self, args, cwd=None, env=None, wait_ready=True, preexec=None, prefix=None, program=None):
         self.dir = tmpdir()
         self.log_path = os.path.join(self.dir, "log")
         self.log = open(self.log_path, "wb")
@@ -129,7 +129,7 @@ class Relay:
         if VALGRIND:
             cmd += ["valgrind", "-q", "--leak-check=full", "--errors-for-leak-kinds=all",
                     "--error-exitcode=99", "--track-fds=no"]
-        cmd += [SOCKFERRY] + args
+        cmd += [program or SOCKFERRY] + args
         e = dict(os.environ)
         # readiness comes over the sd_notify protocol, whatever the log level
         self.notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -292,6 +292,14 @@ def serve(c):
                 h.update(b); n += len(b)
             t.join()
             c.sendall(h.digest())
+            c.shutdown(socket.SHUT_WR)
+        elif mode == "late":
+            # answers one request well after it came (longer than libuv's 50 ms guess at the
+            # end of a named pipe), then closes: a request/response service behind a pipe
+            import time
+            b = c.recv(65536)
+            time.sleep(1.5)
+            c.sendall(b"late:" + b)
             c.shutdown(socket.SHUT_WR)
         elif mode == "silent":
             while c.recv(65536):
