@@ -108,6 +108,8 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
         }
         if (nread > 0) {
                 h->in_len += (uint32_t)nread;
+                if (h->quiet)
+                        uv_timer_again(h->quiet);
                 /* Full: the peer waits until sf_sock_recv made room (backpressure). */
                 if (h->in_len == SF_BUF_SIZE)
                         read_stop(h);
@@ -143,7 +145,7 @@ void sf_uvsock_closed(uv_handle_t *handle) {
         free(h);
 }
 
-void sf_uvsock_poll_closed(uv_handle_t *handle) {
+void sf_uvsock_handle_freed(uv_handle_t *handle) {
         free(handle);
 }
 
@@ -315,10 +317,14 @@ void sf_sock_close(struct sf_engine *e, struct sf_sock *s) {
         if (!h)
                 return;
         sf_deferq_cancel(&e->q, &h->endev);
+        if (h->quiet) {
+                uv_close((uv_handle_t *)h->quiet, sf_uvsock_handle_freed);
+                h->quiet = NULL;
+        }
         s->h = NULL;
         h->sock = NULL;
         if (h->poll) {
-                uv_close((uv_handle_t *)h->poll, sf_uvsock_poll_closed);
+                uv_close((uv_handle_t *)h->poll, sf_uvsock_handle_freed);
                 h->poll = NULL;
         }
         if (h->fd >= 0) {

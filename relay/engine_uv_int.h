@@ -30,6 +30,8 @@ struct sf_uvsock {
         bool end_after_write; /* a pipe's client end: the connection ends once out is written */
         uv_write_t eofreq;    /* the zero-length message that ends a request on a pipe */
         struct sf_ev endev;   /* reports an input ended by end_after_write in the next turn */
+        uv_timer_t *quiet;    /* when set, restarted by every read: the input ends when it fires
+                               * (Windows: a byte-mode pipe after the end of the request) */
         int err;         /* sticky: what recv/send and sf_sock_error report */
         char *in;        /* inbox: bytes read, not yet taken by sf_sock_recv */
         uint32_t in_off, in_len;
@@ -44,8 +46,8 @@ int sf_uvsock_read_start(struct sf_uvsock *h);
 void sf_uvsock_report(struct sf_uvsock *h, uint32_t events);
 /* The close callback of a side's stream: releases its buffers and frees it. */
 void sf_uvsock_closed(uv_handle_t *handle);
-/* The close callback of a uv_poll_t the engine allocated. */
-void sf_uvsock_poll_closed(uv_handle_t *handle);
+/* The close callback of a handle the engine allocated on its own (a uv_poll_t, a timer). */
+void sf_uvsock_handle_freed(uv_handle_t *handle);
 
 /* Ends a side's input as if the peer had shut down: what is unread is dropped. */
 void sf_uvsock_end_input(struct sf_uvsock *h);

@@ -99,7 +99,7 @@ static void on_connect_poll(uv_poll_t *p, int status, int events) {
                 err = errno;
         if (!err && status < 0)
                 err = sf_errno_uv(status);
-        uv_close((uv_handle_t *)p, sf_uvsock_poll_closed);
+        uv_close((uv_handle_t *)p, sf_uvsock_handle_freed);
         h->poll = NULL;
         int fd = h->fd;
         h->fd = -1;

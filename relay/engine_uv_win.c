@@ -12,6 +12,11 @@
 #include "relay/listen_srv_win.h"
 #include "relay/platform.h"
 
+/* How long a byte-mode pipe may stay silent after the end of the request before the relay
+ * takes it for the end of the answer (sf_sock_shutdown_local): a local service's answer to a
+ * complete request starts well within it. */
+#define PIPE_QUIET_MS 2000
+
 /* The portable engine on Windows: listeners are libuv streams (relay/listener_win.c) whose
  * connection callbacks this side counts and the relay accepts from; a named pipe is opened
  * here and handed to libuv, so that a busy pipe is retried by the dialer within
@@ -107,13 +112,35 @@ static void on_eof_message(uv_write_t *req, int status) {
         (void)status;
 }
 
-/* A named pipe has no half-close, and libuv's uv_shutdown on one closes it after 50 ms of
- * silence, dropping a slower answer. So: toward a pipe the relay dialled (a service's), the
- * end of the client's request is a zero-length message — what a message-mode service such as
- * Docker's engine pipe reads as the end of input (go-winio's CloseWrite), nothing at all to a
- * byte-mode one — and the pipe stays open for the answer until the service closes it. Toward
- * a pipe client of the relay's own listener, which could not be told either, the connection
- * ends once what is queued for it is written: the client sees the end of the pipe. */
+static void on_quiet(uv_timer_t *t) {
+        struct sf_uvsock *h = t->data;
+        /* Still delivering (the inbox not emptied, reading paused for backpressure): the
+         * service's silence is not what keeps it quiet. */
+        if (h->eof || !h->sock || h->in_len > h->in_off || !h->reading)
+                return;
+        uv_timer_stop(t);
+        sf_uvsock_end_input(h);
+        sf_uvsock_report(h, SF_EV_IN | SF_EV_RDHUP);
+}
+
+static bool message_mode(struct sf_uvsock *h) {
+        uv_os_fd_t ph;
+        DWORD flags = 0;
+        return uv_fileno(&h->u.handle, &ph) == 0 && GetNamedPipeInfo(ph, &flags, NULL, NULL, NULL) &&
+               (flags & PIPE_TYPE_MESSAGE);
+}
+
+/* A named pipe has no half-close; libuv's uv_shutdown on one flushes it and then closes it
+ * once 50 ms pass without data, which drops a slower answer.
+ * - Toward a message-mode pipe the relay dialled (Docker's engine pipe), the end of the
+ *   request is a zero-length message, the end of input as go-winio's CloseWrite writes it;
+ *   the pipe stays open until the service closes it.
+ * - A byte-mode pipe (the OpenSSH agent's) cannot be told: the only end it knows is the close.
+ *   The pipe stays open for the answer while the service keeps sending, and is closed after
+ *   PIPE_QUIET_MS without data, so that a client that simply closed (which reads the same as
+ *   a half-close) does not leave the service's pipe open forever.
+ * - Toward a client of the relay's own pipe listener, which could not be told either, the
+ *   connection ends once what is queued for it is written: the client sees the pipe's end. */
 bool sf_sock_shutdown_local(struct sf_uvsock *h) {
         if (h->is_tcp)
                 return false;
@@ -126,9 +153,22 @@ bool sf_sock_shutdown_local(struct sf_uvsock *h) {
                 }
                 return true;
         }
-        static char none[1];
-        uv_buf_t b = uv_buf_init(none, 0);
-        uv_write(&h->eofreq, &h->u.stream, &b, 1, on_eof_message);
+        if (message_mode(h)) {
+                static char none[1];
+                uv_buf_t b = uv_buf_init(none, 0);
+                uv_write(&h->eofreq, &h->u.stream, &b, 1, on_eof_message);
+                return true;
+        }
+        h->quiet = malloc(sizeof *h->quiet);
+        if (!h->quiet) {
+                sf_uvsock_end_input(h);
+                h->endev.cb = on_input_ended;
+                sf_engine_defer(h->e, &h->endev);
+                return true;
+        }
+        uv_timer_init(h->e->loop, h->quiet);
+        h->quiet->data = h;
+        uv_timer_start(h->quiet, on_quiet, PIPE_QUIET_MS, PIPE_QUIET_MS);
         return true;
 }
 

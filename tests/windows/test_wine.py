@@ -243,13 +243,26 @@ except OSError as e:
         shutil.rmtree(d, ignore_errors=True)
 
 
-def stats_handles(c):
+def stats(c):
+    """(handles, active connections) of the Windows relay, from sockferry.exe stats."""
     rc, out, err = wine_run(["stats", "--control", "npipe:" + c.control])
     assert rc == 0, (rc, out, err)
+    handles = active = None
     for line in out.splitlines():
         if line.startswith("process:"):
-            return int(line.split(",")[1].split()[0])
-    raise AssertionError("no process line in:\n" + out)
+            handles = int(line.split(",")[1].split()[0])
+        if line.startswith("host:"):
+            active = int(line.split(",")[1].split()[0])
+    assert handles is not None and active is not None, out
+    return handles, active
+
+
+def settled(c):
+    """The handle count once every connection is gone: a client that closed reads as the end of
+    its request, which a byte-mode pipe learns only by the relay closing it after 2 s of
+    silence (relay/engine_uv_win.c)."""
+    wait_for(lambda: stats(c)[1] == 0, timeout=30, what="no active connection")
+    return stats(c)[0]
 
 
 def test_a_thousand_sequential_connections_leave_no_handle_behind():
@@ -270,23 +283,23 @@ import socket, sys
 n = int(sys.argv[2])
 for i in range(n):
     s = socket.socket(socket.AF_UNIX); s.settimeout(30); s.connect(sys.argv[1])
-    s.sendall(b"ping %d" % i); s.shutdown(socket.SHUT_WR)
+    want = b"ping %d" % i
+    s.sendall(want)
     r = b""
-    while True:
+    while len(r) < len(want):
         b = s.recv(100)
         if not b: break
         r += b
-    assert r == b"ping %d" % i, (i, r)
+    assert r == want, (i, r)
     s.close()
 print("ok")
 '''
         rc, out, err = in_ns_python(code, c.sock, "50")
         assert rc == 0 and out.strip() == "ok", (rc, out, err)
-        before = stats_handles(c)
+        before = settled(c)
         rc, out, err = in_ns_python(code, c.sock, "1000", timeout=600)
         assert rc == 0 and out.strip() == "ok", (rc, out, err)
-        time.sleep(1)
-        after = stats_handles(c)
+        after = settled(c)
         # A leaked socket, pipe or event per connection would show as 1 000 more.
         assert before > 0 and after - before <= 4, (before, after)
         return "handles %d after 50 connections, %d after 1 050" % (before, after)
@@ -294,10 +307,79 @@ print("ok")
         c.close()
 
 
+class HeldPipe:
+    """npipe-service hold: a pipe of ONE instance that a Windows client holds for seconds, so
+    that every other client gets ERROR_PIPE_BUSY; it serves the next ones afterwards."""
+
+    def __init__(self, seconds):
+        self.name = "sf-wine-held-%d-%d" % (os.getpid(), int(time.monotonic() * 1000) % 100000)
+        env = dict(os.environ, WINEDEBUG="-all")
+        self.svc = subprocess.Popen([WINE, NPIPE_SERVICE, "hold", self.name, str(seconds)], stdout=subprocess.PIPE,
+                                    stdin=subprocess.DEVNULL, env=env)
+        assert b"ready" in self.svc.stdout.readline(), "npipe-service hold did not start"
+        self.holder = subprocess.Popen([WINE, NPIPE_SERVICE, "client", self.name], stdin=subprocess.PIPE,
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        self.holder.stdin.write(b"holder")
+        self.holder.stdin.close()
+        assert b"holding" in self.svc.stdout.readline(), "the holder did not connect"
+        self.since = time.monotonic()
+
+    def close(self):
+        for p in (self.holder, self.svc):
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+            p.stdout.close()
+        self.holder.stderr.close()
+
+
+ASK = r'''
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX); s.settimeout(60); s.connect(sys.argv[1])
+start = time.monotonic()
+s.sendall(b"busy?")
+r = b""
+try:
+    while len(r) < 5:
+        b = s.recv(100)
+        if not b: break
+        r += b
+except OSError as e:
+    r = str(e).encode()
+print(repr(r), round(time.monotonic() - start, 1))
+'''
+
+
 def test_busy_pipe_is_waited_for_within_connect_timeout():
     if not NPIPE_SERVICE:
         raise Skip("SF_NPIPE_SERVICE (tests/windows/npipe-service.exe) is not set")
-    raise Skip("npipe-service hold mode: wired by ci-stage.sh")
+    held = HeldPipe(6)
+    try:
+        c = Chain(upstream="npipe:" + held.name, win_extra=",connect-timeout=20s")
+        try:
+            rc, out, err = in_ns_python(ASK, c.sock)
+            words = out.split()
+            # Answered once the holder let go: the relay retried the busy pipe meanwhile.
+            assert rc == 0 and words[0] == "b'busy?'", (rc, out, err, c.win.text())
+            assert time.monotonic() - held.since >= 5, (out, held.since)
+            assert "upstream unavailable" not in c.win.text(), c.win.text()
+        finally:
+            c.close()
+    finally:
+        held.close()
+    held = HeldPipe(8)
+    try:
+        c = Chain(upstream="npipe:" + held.name, win_extra=",connect-timeout=1s")
+        try:
+            rc, out, err = in_ns_python(ASK, c.sock)
+            assert rc == 0 and out.split()[0] == "b''", (rc, out, err)
+            wait_for(lambda: "every instance of the pipe stayed busy" in c.win.text(), what="the busy pipe's words")
+            assert "timed out after 1000ms" in c.win.text(), c.win.text()
+            wait_for(lambda: "upstream unavailable" in c.cont.text(), what="upstream unavailable in the Linux log")
+        finally:
+            c.close()
+    finally:
+        held.close()
 
 
 def test_config_errors_name_windows():
