@@ -222,6 +222,19 @@ Test(token, too_large) {
         expect_load_error(write_file("t", big, 0600), -EFBIG, WANT("2000 bytes, too large for a token"));
 }
 
+/* The limit is exact: a token padded to 1024 bytes loads, one byte more is refused. */
+Test(token, size_limit_is_1024_bytes) {
+        char padded[1026];
+        memset(padded, '\n', sizeof padded - 1);
+        memcpy(padded, HEX32, strlen(HEX32));
+        padded[1024] = '\0';
+        expect_load_ok(write_file("t", padded, 0600), 32);
+        padded[1024] = '\n';
+        padded[1025] = '\0';
+        expect_load_error(write_file("u", padded, 0600), -EFBIG,
+                          WANT("1025 bytes, too large for a token (at most 1024)"));
+}
+
 Test(token, symlink_to_good_file) {
         /* The Docker/Kubernetes secrets layout: the path is a link, the target is checked. */
         write_file("..data", HEX32 "\n", 0600);
