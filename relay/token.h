@@ -17,3 +17,6 @@ int sf_token_load(const char *path, const struct sf_conf *c, struct sf_hs_key *k
  * new one (rename), never written in place and never through a symlink. path NULL writes to
  * stdout. Calls sf_hs_init. Returns 0 or -errno, logging the cause. */
 int sf_token_generate(const char *path, bool force);
+/* How sf_token_generate protects the file, for messages: "mode 0600", or on Windows "only
+ * you can open it". */
+extern const char sf_token_protection[];

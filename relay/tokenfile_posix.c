@@ -14,6 +14,9 @@
 #include "conf/conf.h"
 #include "conf/log.h"
 #include "relay/safedir.h"
+#include "relay/token.h"
+
+const char sf_token_protection[] = "mode 0600";
 
 #define KEYGEN_HINT SF_TOKENFILE_KEYGEN_HINT
 /* A secret mounted by Docker or Kubernetes cannot be chmod-ed in place: its mode is set where

@@ -14,6 +14,9 @@
 #include <string.h>
 
 #include "conf/log.h"
+#include "relay/token.h"
+
+const char sf_token_protection[] = "only you can open it";
 
 #define KEYGEN_HINT SF_TOKENFILE_KEYGEN_HINT
 

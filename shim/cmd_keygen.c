@@ -62,6 +62,6 @@ int sf_cmd_keygen(int argc, char **argv) {
         if (sf_token_generate(output, force) < 0)
                 return 1;
         if (output)
-                sf_log_info("wrote a new token to %s (mode 0600); point token-file at it on both ends", output);
+                sf_log_info("wrote a new token to %s (%s); point token-file at it on both ends", output, sf_token_protection);
         return 0;
 }
