@@ -307,6 +307,40 @@ print("ok")
         c.close()
 
 
+BURST = r'''
+import socket, sys, threading
+n, ok = int(sys.argv[2]), []
+def one(i):
+    s = socket.socket(socket.AF_UNIX); s.settimeout(60); s.connect(sys.argv[1])
+    want = b"burst %d " % i * 1000
+    s.sendall(want)
+    r = b""
+    while len(r) < len(want):
+        b = s.recv(65536)
+        if not b: break
+        r += b
+    s.close()
+    ok.append(r == want)
+ts = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+[t.start() for t in ts]
+[t.join() for t in ts]
+print(len(ok), all(ok))
+'''
+
+
+def test_a_burst_of_clients_on_the_pipe_listener():
+    """64 clients at once: sockferry.exe dials its own pipe listener (16 instances pending,
+    libuv makes the next as each is taken) 64 times in a burst; a dial that finds every
+    instance taken retries within connect-timeout, so none is refused."""
+    c = Chain()
+    try:
+        rc, out, err = in_ns_python(BURST, c.sock, "64")
+        assert rc == 0 and out.split() == ["64", "True"], (rc, out, err, c.win.text()[-2000:])
+        assert "upstream unavailable" not in c.win.text() + c.cont.text()
+    finally:
+        c.close()
+
+
 class HeldPipe:
     """npipe-service hold: a pipe of ONE instance that a Windows client holds for seconds, so
     that every other client gets ERROR_PIPE_BUSY; it serves the next ones afterwards."""
@@ -415,6 +449,7 @@ if __name__ == "__main__":
             test_wrong_token_refused_in_plain_words_on_both_sides,
             test_a_thousand_sequential_connections_leave_no_handle_behind,
             test_busy_pipe_is_waited_for_within_connect_timeout,
+            test_a_burst_of_clients_on_the_pipe_listener,
         ]).run())
     finally:
         netns_down()
