@@ -17,11 +17,21 @@
 #include "shim/notify.h"
 #include "shim/privs.h"
 
+/* The signals that stop the relay, draining: SIGTERM and SIGINT; where the system has Ctrl+Break
+ * (Windows) that too, and the console's closing, which libuv reports there as SIGHUP. */
+static const int stop_signals[] = {
+        SIGTERM, SIGINT,
+#ifdef SIGBREAK
+        SIGBREAK, SIGHUP,
+#endif
+};
+#define N_STOP_SIGNALS (sizeof stop_signals / sizeof stop_signals[0])
+
 struct relay_main {
         struct sf_relay *relay;
         struct sf_control *control;
         const struct sf_conf *conf;
-        uv_signal_t sigterm, sigint;
+        uv_signal_t sigs[N_STOP_SIGNALS];
         int signals_seen;
         bool failed;
 };
@@ -52,12 +62,12 @@ static void on_stopped(struct sf_relay *relay, void *data) {
         sf_control_close(m->control);
         m->control = NULL;
         sf_sandbox_close();
-        uv_close((uv_handle_t *)&m->sigterm, NULL);
-        uv_close((uv_handle_t *)&m->sigint, NULL);
         /* Closing the handles restores the default action: a late second SIGTERM would turn
          * the clean exit that is under way into a death by signal. */
-        signal(SIGTERM, SIG_IGN);
-        signal(SIGINT, SIG_IGN);
+        for (size_t i = 0; i < N_STOP_SIGNALS; i++) {
+                uv_close((uv_handle_t *)&m->sigs[i], NULL);
+                signal(stop_signals[i], SIG_IGN);
+        }
 }
 
 static void on_fatal(struct sf_relay *relay, int err, void *data) {
@@ -148,11 +158,11 @@ int sf_cmd_relay(int argc, char **argv) {
                 status = 1;
                 goto out;
         }
-        uv_signal_init(&loop, &m.sigterm);
-        uv_signal_init(&loop, &m.sigint);
-        m.sigterm.data = m.sigint.data = &m;
-        uv_signal_start(&m.sigterm, on_signal, SIGTERM);
-        uv_signal_start(&m.sigint, on_signal, SIGINT);
+        for (size_t i = 0; i < N_STOP_SIGNALS; i++) {
+                uv_signal_init(&loop, &m.sigs[i]);
+                m.sigs[i].data = &m;
+                uv_signal_start(&m.sigs[i], on_signal, stop_signals[i]);
+        }
         sf_relay_on_fatal(m.relay, on_fatal, &m);
         /* Bound, tokens read, privileges dropped, loop handles set up: from here on the relay
          * only moves bytes, and the sandbox allows no more than that (relay/sandbox.h). */
