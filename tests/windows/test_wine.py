@@ -227,6 +227,23 @@ print(r.decode(), round(time.monotonic() - start, 1))
         c.close()
 
 
+def test_check_on_windows():
+    """sockferry.exe check probes the Windows relay through its authenticated link, as a
+    HEALTHCHECK does on Linux; a forward whose pipe does not exist is unhealthy, in plain
+    words."""
+    c = Chain()
+    try:
+        spec = "host:tcp:%s:%d=npipe:%s,auth=token,token-file=%s" % (HOST_IP, c.port, c.pipe, winpath(c.win_token))
+        rc, out, err = wine_run(["check", "-F", spec])
+        assert rc == 0 and "host: OK" in out, (rc, out, err)
+        rc, out, err = wine_run(["check", "-F", "bad:tcp:%s:%d=npipe:%s-missing,auth=token,token-file=%s"
+                                 % (HOST_IP, c.port, c.pipe, winpath(c.win_token))])
+        assert rc == 1 and "bad: FAIL connect npipe:%s-missing: No such file or directory — no such pipe: is the " \
+            "service running" % c.pipe in out, (rc, out, err)
+    finally:
+        c.close()
+
+
 def test_wrong_token_refused_in_plain_words_on_both_sides():
     d = tmpdir()
     try:
@@ -457,6 +474,7 @@ if __name__ == "__main__":
             test_data_both_ways_through_a_named_pipe,
             test_half_close_keeps_the_late_answer_and_its_end,
             test_wrong_token_refused_in_plain_words_on_both_sides,
+            test_check_on_windows,
             test_a_thousand_sequential_connections_leave_no_handle_behind,
             test_busy_pipe_is_waited_for_within_connect_timeout,
             test_a_burst_of_clients_on_the_pipe_listener,
