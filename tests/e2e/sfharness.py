@@ -37,6 +37,34 @@ def mount_dir(src, target):
         subprocess.run(["mount", "--bind", src, target], check=True)
 
 
+def netns_up(ns, host_if, cont_if, host_ip, cont_ip):
+    """A "container" network: namespace ns joined to this one by a veth pair (/30, addresses
+    from 198.18.0.0/15), with an /etc/hosts where host.docker.internal is the host end, as
+    Docker Desktop has it (`ip netns exec` mounts /etc/netns/NS/hosts over /etc/hosts)."""
+    if os.geteuid() != 0:
+        raise Skip("needs root to create a network namespace")
+
+    def sh(*args):
+        subprocess.run(args, check=True, capture_output=True)
+    sh("ip", "netns", "add", ns)
+    sh("ip", "link", "add", host_if, "type", "veth", "peer", "name", cont_if)
+    sh("ip", "link", "set", cont_if, "netns", ns)
+    sh("ip", "addr", "add", host_ip + "/30", "dev", host_if)
+    sh("ip", "link", "set", host_if, "up")
+    sh("ip", "netns", "exec", ns, "ip", "addr", "add", cont_ip + "/30", "dev", cont_if)
+    sh("ip", "netns", "exec", ns, "ip", "link", "set", cont_if, "up")
+    sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
+    os.makedirs("/etc/netns/" + ns, exist_ok=True)
+    with open("/etc/netns/%s/hosts" % ns, "w") as f:
+        f.write("127.0.0.1 localhost\n%s host.docker.internal\n" % host_ip)
+
+
+def netns_down(ns, host_if):
+    subprocess.run(["ip", "link", "del", host_if], capture_output=True)
+    subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+    shutil.rmtree("/etc/netns/" + ns, ignore_errors=True)
+
+
 class Skip(Exception):
     pass
 

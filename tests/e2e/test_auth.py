@@ -15,6 +15,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sfharness  # noqa: E402
 from sfharness import (Relay, Server, Skip, Tap, connect, free_port, recv_all, run_sockferry,  # noqa: E402
                        tmpdir, transfer_both_ways, wait_for, VALGRIND)
 
@@ -25,30 +26,12 @@ PORT = 7777
 MIB = 1 << 20
 
 
-def sh(*args, check=True):
-    return subprocess.run(args, check=check, capture_output=True)
-
-
 def netns_up():
-    if os.geteuid() != 0:
-        raise Skip("needs root to create a network namespace")
-    sh("ip", "netns", "add", NS)
-    sh("ip", "link", "add", HOST_IF, "type", "veth", "peer", "name", CONT_IF)
-    sh("ip", "link", "set", CONT_IF, "netns", NS)
-    sh("ip", "addr", "add", HOST_IP + "/30", "dev", HOST_IF)
-    sh("ip", "link", "set", HOST_IF, "up")
-    sh("ip", "netns", "exec", NS, "ip", "addr", "add", CONT_IP + "/30", "dev", CONT_IF)
-    sh("ip", "netns", "exec", NS, "ip", "link", "set", CONT_IF, "up")
-    sh("ip", "netns", "exec", NS, "ip", "link", "set", "lo", "up")
-    os.makedirs("/etc/netns/" + NS, exist_ok=True)
-    with open("/etc/netns/%s/hosts" % NS, "w") as f:
-        f.write("127.0.0.1 localhost\n%s host.docker.internal\n" % HOST_IP)
+    sfharness.netns_up(NS, HOST_IF, CONT_IF, HOST_IP, CONT_IP)
 
 
 def netns_down():
-    sh("ip", "link", "del", HOST_IF, check=False)
-    sh("ip", "netns", "del", NS, check=False)
-    shutil.rmtree("/etc/netns/" + NS, ignore_errors=True)
+    sfharness.netns_down(NS, HOST_IF)
 
 
 class Env:

@@ -13,7 +13,6 @@ Environment (tests/windows/ci-stage.sh sets it): SOCKFERRY (the Linux build), SF
 (sockferry.exe), SF_WINE (wine64), WINEPREFIX (a throw-away prefix, booted), SF_NPIPE_SERVICE
 (npipe-service.exe; the busy-pipe test skips without it, saying so)."""
 
-import hashlib
 import os
 import shutil
 import signal
@@ -22,6 +21,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
+import sfharness  # noqa: E402
 from sfharness import Relay, Server, Skip, Tap, free_port, run_sockferry, tmpdir, wait_for  # noqa: E402
 
 WINE = os.environ.get("SF_WINE", "/usr/lib/wine/wine64")
@@ -31,10 +31,6 @@ NS = "sf-wine-%d" % os.getpid()
 HOST_IF, CONT_IF = "sfwh%d" % (os.getpid() % 10000), "sfwc%d" % (os.getpid() % 10000)
 HOST_IP, CONT_IP = "198.18.3.1", "198.18.3.2"
 MIB = 1 << 20
-
-
-def sh(*args, check=True):
-    return subprocess.run(args, check=check, capture_output=True)
 
 
 def winpath(path):
@@ -77,25 +73,11 @@ class WinRelay(Relay):
 
 
 def netns_up():
-    if os.geteuid() != 0:
-        raise Skip("needs root to create a network namespace")
-    sh("ip", "netns", "add", NS)
-    sh("ip", "link", "add", HOST_IF, "type", "veth", "peer", "name", CONT_IF)
-    sh("ip", "link", "set", CONT_IF, "netns", NS)
-    sh("ip", "addr", "add", HOST_IP + "/30", "dev", HOST_IF)
-    sh("ip", "link", "set", HOST_IF, "up")
-    sh("ip", "netns", "exec", NS, "ip", "addr", "add", CONT_IP + "/30", "dev", CONT_IF)
-    sh("ip", "netns", "exec", NS, "ip", "link", "set", CONT_IF, "up")
-    sh("ip", "netns", "exec", NS, "ip", "link", "set", "lo", "up")
-    os.makedirs("/etc/netns/" + NS, exist_ok=True)
-    with open("/etc/netns/%s/hosts" % NS, "w") as f:
-        f.write("127.0.0.1 localhost\n%s host.docker.internal\n" % HOST_IP)
+    sfharness.netns_up(NS, HOST_IF, CONT_IF, HOST_IP, CONT_IP)
 
 
 def netns_down():
-    sh("ip", "link", "del", HOST_IF, check=False)
-    sh("ip", "netns", "del", NS, check=False)
-    shutil.rmtree("/etc/netns/" + NS, ignore_errors=True)
+    sfharness.netns_down(NS, HOST_IF)
 
 
 class Chain:
