@@ -432,7 +432,11 @@ def test_config_errors_name_windows():
                 (["relay", "-t", "-F", "a:unix:/run/a.sock=tcp:127.0.0.1:1"], "unix sockets are not supported on Windows"),
                 (["relay", "-t", "-F", "a:tcp:127.0.0.1:1=vsock:host:1"], "vsock is Linux's"),
                 (["relay", "-t", "-F", "a:npipe:x=tcp:127.0.0.1:1,group=users"], "not supported on Windows"),
-                (["relay", "-t", "-F", "a:npipe:\\\\server\\pipe\\x=tcp:127.0.0.1:1"], "only pipes on this machine")):
+                (["relay", "-t", "-F", "a:npipe:\\\\server\\pipe\\x=tcp:127.0.0.1:1"], "only pipes on this machine"),
+                (["relay", "-t", "-F", "a:tcp:0.0.0.0:1=npipe:x"], "accepts connections from the network without "
+                 "authentication"),
+                (["relay", "-t", "-F", "a:tcp:127.0.0.1:1=npipe:x,auth=token,token-file=tok"], "is not an absolute path, "
+                 "expected an absolute path such as C:\\Users\\NAME\\AppData\\Roaming\\sockferry\\token")):
             rc, out, err = wine_run(args)
             assert rc == 78 and words in err, (args, rc, err)
         rc, out, err = wine_run(["relay", "-t", "-F", "a:npipe:x=tcp:127.0.0.1:1"])
