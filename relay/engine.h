@@ -23,7 +23,9 @@
  *                     owner closes before the descriptor, or NULL), sf_watch_accept(e, w,
  *                     listener, &incoming) (0, -EAGAIN when nobody waits, or -errno).
  *   struct sf_incoming an accepted connection until a sf_sock adopts it:
- *                     sf_incoming_close(e, in), sf_incoming_cred(in, &uid, &gid, &pid).
+ *                     sf_incoming_close(e, in), sf_incoming_cred(in, &uid, &gid, &pid),
+ *                     sf_incoming_trusted(in, who, cap, allowed, cap) (the system's own rule
+ *                     for a local peer: on Windows a pipe client of another account is not).
  *   struct sf_sock    one side of a connection; its ev.cb gets SF_EV_* bits:
  *                     sf_sock_init(s, cb), sf_sock_is_open(s), sf_sock_adopt(e, s, in, family),
  *                     sf_sock_connect(e, s, addr, len, &in_progress),

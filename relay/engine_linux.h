@@ -124,6 +124,17 @@ static inline int sf_incoming_cred(const struct sf_incoming *in, uid_t *uid, gid
         return sf_peer_cred(in->fd, uid, gid, pid);
 }
 
+/* A unix socket's file mode and allow-uid decide who gets in here. */
+static inline bool sf_incoming_trusted(const struct sf_incoming *in, char *who, size_t who_cap, char *allowed,
+                                       size_t allowed_cap) {
+        (void)in;
+        (void)who;
+        (void)who_cap;
+        (void)allowed;
+        (void)allowed_cap;
+        return true;
+}
+
 static inline uv_handle_t *sf_watch_handle(struct sf_watch *w) {
         (void)w;
         return NULL;

@@ -89,6 +89,7 @@ uv_handle_t *sf_watch_handle(struct sf_watch *w);
 int sf_watch_accept(struct sf_engine *e, struct sf_watch *w, struct sf_listener *l, struct sf_incoming *in);
 void sf_incoming_close(struct sf_engine *e, struct sf_incoming *in);
 int sf_incoming_cred(const struct sf_incoming *in, uid_t *uid, gid_t *gid, pid_t *pid);
+bool sf_incoming_trusted(const struct sf_incoming *in, char *who, size_t who_cap, char *allowed, size_t allowed_cap);
 
 void sf_sock_init(struct sf_sock *s, sf_ev_cb cb);
 bool sf_sock_is_open(const struct sf_sock *s);

@@ -57,6 +57,11 @@ int sf_incoming_cred(const struct sf_incoming *in, uid_t *uid, gid_t *gid, pid_t
         return sf_peer_cred(in->fd, uid, gid, pid);
 }
 
+/* A unix socket's file mode and allow-uid decide who gets in here. */
+bool sf_incoming_trusted(const struct sf_incoming *in, char *who, size_t who_cap, char *allowed, size_t allowed_cap) {
+        return true;
+}
+
 /* Opens the stream on a connected descriptor (which it then owns) and starts reading. 0 or
  * -errno; the descriptor is closed on failure. */
 static int stream_open(struct sf_uvsock *h, int fd, int family) {

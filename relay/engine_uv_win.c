@@ -93,6 +93,10 @@ int sf_incoming_cred(const struct sf_incoming *in, uid_t *uid, gid_t *gid, pid_t
         return -ENOTSUP;
 }
 
+bool sf_incoming_trusted(const struct sf_incoming *in, char *who, size_t who_cap, char *allowed, size_t allowed_cap) {
+        return sf_peer_trusted(&in->h->u.stream, who, who_cap, allowed, allowed_cap);
+}
+
 int sf_sock_adopt(struct sf_engine *e, struct sf_sock *s, struct sf_incoming *in, int family) {
         struct sf_uvsock *h = in->h;
         in->h = NULL;

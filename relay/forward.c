@@ -92,6 +92,33 @@ void sf_fwd_pause_out_of_fds(struct sf_fwd *fwd, const char *what, int err) {
                 uv_timer_start(&fwd->backoff, on_backoff, fwd->backoff_ms, 0);
 }
 
+/* Whether the peer may use this listener: the system's own rule for a local one (a Windows
+ * pipe: this account or SYSTEM) and allow-uid/allow-gid. false with why in msg. */
+static bool admitted(struct sf_fwd *fwd, const struct sf_incoming *in, char *msg, size_t cap) {
+        char who[160], allowed[64];
+        if (!sf_incoming_trusted(in, who, sizeof who, allowed, sizeof allowed)) {
+                snprintf(msg, cap, "refused a connection from %s: only %s may use %s", who, allowed,
+                         fwd->conf->listen.text);
+                return false;
+        }
+        if (!fwd->conf->n_allow_uid && !fwd->conf->n_allow_gid)
+                return true;
+        uid_t uid = (uid_t)-1;
+        gid_t gid = (gid_t)-1;
+        pid_t pid = 0;
+        bool ok = false;
+        if (sf_incoming_cred(in, &uid, &gid, &pid) == 0) {
+                for (size_t k = 0; k < fwd->conf->n_allow_uid; k++)
+                        ok = ok || uid == fwd->conf->allow_uid[k];
+                for (size_t k = 0; k < fwd->conf->n_allow_gid; k++)
+                        ok = ok || gid == fwd->conf->allow_gid[k];
+        }
+        if (!ok)
+                snprintf(msg, cap, "refused a connection from uid %u gid %u (pid %d): not in allow-uid/allow-gid",
+                         (unsigned)uid, (unsigned)gid, (int)pid);
+        return ok;
+}
+
 static void accept_some(struct sf_fwd *fwd) {
         for (int i = 0; i < ACCEPT_BATCH; i++) {
                 if (fwd->stats.active - fwd->preauth.count >= fwd->conf->max_conns) {
@@ -130,28 +157,13 @@ static void accept_some(struct sf_fwd *fwd) {
                         fwd->paused_fds = false;
                         fwd->backoff_ms = 0;
                 }
-                if (fwd->conf->n_allow_uid || fwd->conf->n_allow_gid) {
-                        uid_t uid = (uid_t)-1;
-                        gid_t gid = (gid_t)-1;
-                        pid_t pid = 0;
-                        bool ok = false;
-                        if (sf_incoming_cred(&in, &uid, &gid, &pid) == 0) {
-                                for (size_t k = 0; k < fwd->conf->n_allow_uid; k++)
-                                        ok = ok || uid == fwd->conf->allow_uid[k];
-                                for (size_t k = 0; k < fwd->conf->n_allow_gid; k++)
-                                        ok = ok || gid == fwd->conf->allow_gid[k];
-                        }
-                        if (!ok) {
-                                char msg[200];
-                                snprintf(msg, sizeof msg,
-                                         "refused a connection from uid %u gid %u (pid %d): not in allow-uid/allow-gid",
-                                         (unsigned)uid, (unsigned)gid, (int)pid);
-                                if (sf_fwd_ratelimit(fwd))
-                                        sf_log(SF_LOG_WARN, fwd->conf->name, 0, "%s", msg);
-                                sf_fwd_note_error(fwd, &fwd->stats.err_denied, msg);
-                                sf_incoming_close(fwd->eng, &in);
-                                continue;
-                        }
+                char msg[300];
+                if (!admitted(fwd, &in, msg, sizeof msg)) {
+                        if (sf_fwd_ratelimit(fwd))
+                                sf_log(SF_LOG_WARN, fwd->conf->name, 0, "%s", msg);
+                        sf_fwd_note_error(fwd, &fwd->stats.err_denied, msg);
+                        sf_incoming_close(fwd->eng, &in);
+                        continue;
                 }
                 fwd->accepted(fwd, &in);
         }

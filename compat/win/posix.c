@@ -94,6 +94,7 @@ const char *sf_win_strsignal(int sig) {
         case SIGINT: return "Interrupt (Ctrl+C)";
         case SIGBREAK: return "Break (Ctrl+Break)";
         case SIGTERM: return "Terminated";
+        case 1: return "Console closed"; /* libuv's SIGHUP (uv/win.h) */
         default: return "Signal";
         }
 }
