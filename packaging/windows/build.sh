@@ -1,0 +1,81 @@
+#!/bin/bash
+# Cross-builds the Windows host side on Linux: OUTDIR/sockferry.exe, a PE32+ x86-64 console
+# executable linked statically against libuv, libsodium and inih built for the target; it
+# loads only DLLs of Windows itself.
+#
+#   packaging/windows/build.sh [--source DIR] OUTDIR
+#
+# --source: the sockferry tree to build (default: the one holding this script).
+# Environment: SF_WINDOWS_CACHE (default ~/.cache/sockferry-windows) keeps the toolchain, the
+# dependency sources and builds, so a second run rebuilds only sockferry; SF_WINDOWS_JOBS
+# (default: nproc); SF_WINDOWS_SOURCES=DIR, files to use before downloading.
+#
+# Toolchain and dependency sources: packaging/cross/common.sh (zig 0.11 from npm, Debian's
+# source packages). `zig cc -target x86_64-windows-gnu` carries mingw-w64's headers, C runtime
+# (msvcrt.dll) and import libraries and links PE with lld. Windows 8 (0x0602) is the oldest
+# release the binary runs on, as libuv's own build sets it.
+# arm64 (aarch64-windows-gnu) is not built: nothing here can run it (Wine on x86-64 runs x86-64
+# code only), so an arm64 sockferry.exe would ship untested.
+# $cache/bin/x86_64-w64-mingw32-cc is the compiler, usable after a run for other programs
+# (tests/windows/ci-stage.sh builds its test program with it).
+set -euo pipefail
+
+cross_os=windows cross_env=SF_WINDOWS
+cross_targets=(x86_64)
+objdump=$(command -v x86_64-w64-mingw32-objdump || command -v llvm-objdump || echo llvm-objdump)
+cross_tools=("$objdump")
+# meson 1.0 takes a mingw clang's linker for GNU ld-compatible LLD only when -Wl,--version
+# says so; zig's linker is LLD but answers "zig ld 0.11.0". It takes the GNU-style options
+# meson then passes (--subsystem, --start-group, -O1).
+cross_cc_case='-Wl,--version) echo "LLD 16.0.6 (compatible with GNU linkers)"; exit 0 ;;'
+# zig builds mingw-w64's C runtime anew (a minute or more) for every set of CPU features a
+# program is linked with; libsodium's configure links a test program with each instruction set
+# flag it checks (-mavx2...). clang accepts them all: answering those checks saves ten builds
+# of the runtime. Whether the intrinsics compile is still checked (compile-only tests).
+cross_sodium_configure=()
+for f in mmx sse2 sse3 ssse3 sse4_1 avx avx2 avx512f aes pclmul rdrnd; do
+        cross_sodium_configure+=("ax_cv_check_cflags___m$f=yes")
+done
+cross_triplet_vendor_os=-w64-mingw32 cross_zig_os=windows-gnu cross_system=windows
+declare -A cross_cpu=()
+source "$(dirname "${BASH_SOURCE[0]}")/../cross/common.sh"
+
+# libuv: the file list, defines and libraries of its CMakeLists.txt for WIN32 (the libraries
+# as its libuv.pc lists them).
+uv_sources=(src/fs-poll.c src/idna.c src/inet.c src/random.c src/strscpy.c src/strtok.c src/threadpool.c
+        src/timer.c src/uv-common.c src/uv-data-getter-setters.c src/version.c
+        src/win/async.c src/win/core.c src/win/detect-wakeup.c src/win/dl.c src/win/error.c
+        src/win/fs.c src/win/fs-event.c src/win/getaddrinfo.c src/win/getnameinfo.c
+        src/win/handle.c src/win/loop-watcher.c src/win/pipe.c src/win/thread.c src/win/poll.c
+        src/win/process.c src/win/process-stdio.c src/win/signal.c src/win/snprintf.c
+        src/win/stream.c src/win/tcp.c src/win/tty.c src/win/udp.c src/win/util.c
+        src/win/winapi.c src/win/winsock.c)
+uv_cflags=(-DWIN32_LEAN_AND_MEAN -D_WIN32_WINNT=0x0602)
+uv_libs="-lpsapi -luser32 -ladvapi32 -liphlpapi -luserenv -lws2_32"
+
+cross_toolchain
+cross_sources
+cross_build_all
+
+# ---- checks and output ----------------------------------------------------------------------
+# file(1) says PE32+ for x86-64; the import table names every DLL the executable loads: only
+# DLLs that come with Windows may be there, so libuv, libsodium, inih and the C runtime's
+# helpers (libwinpthread-1.dll, libgcc_s) were linked in statically.
+system_dlls='kernel32|ntdll|msvcrt|ucrtbase|api-ms-win-[a-z0-9-]+|ws2_32|mswsock|iphlpapi|userenv|psapi|advapi32|user32|shell32|ole32|oleaut32|uuid|dbghelp|bcrypt|crypt32|secur32|rpcrt4|shlwapi|gdi32|comdlg32|winspool|version'
+exe=$(cross_exe x86_64)
+desc=$(file -b "$exe")
+case $desc in
+"PE32+ executable (console) x86-64"*) ;;
+*) echo "$0: $exe is not a PE32+ x86-64 console executable: $desc" >&2; exit 1 ;;
+esac
+dlls=$("$objdump" -p "$exe" | sed -n 's/^[[:space:]]*DLL Name: //p' | sort -fu)
+[ -n "$dlls" ] || { echo "$0: $objdump -p $exe lists no imported DLL (is it a PE file?)" >&2; exit 1; }
+foreign=$(grep -Eivx "($system_dlls)\.dll" <<<"$dlls" || true)
+[ -z "$foreign" ] || {
+        echo "$0: $exe loads DLLs that Windows does not ship, so they were not linked in statically:" >&2
+        echo "$foreign" >&2
+        exit 1
+}
+cp "$exe" "$out/sockferry.exe.new"
+mv "$out/sockferry.exe.new" "$out/sockferry.exe"
+say "$out/sockferry.exe: $desc; imports $(paste -sd, - <<<"$dlls")"
