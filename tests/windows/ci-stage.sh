@@ -1,7 +1,8 @@
 #!/bin/bash
 # CI stage (issue 18): the Windows host side without Windows.
-#   1. packaging/windows/build.sh builds sockferry.exe (it checks: PE32+ x86-64, only DLLs that
-#      Windows ships imported, so libuv, libsodium and inih are linked in);
+#   1. packaging/windows/build.sh builds sockferry.exe and sockferry-arm64.exe (it checks: PE32+
+#      of the architecture, only DLLs that Windows ships imported, so libuv, libsodium and inih
+#      are linked in); the x86-64 one runs below;
 #   2. tests/windows/npipe-service.c is built with the same compiler (a test program, not shipped);
 #   3. in a throw-away Wine prefix (Debian's wine64), the ground the end-to-end tests stand on:
 #      a named-pipe echo service and a Windows-side client (one at a time, four at once, 1 MiB);
@@ -77,7 +78,7 @@ start() {
         "$wine" "$@" >"$tmp/$name.out" 2>&1 &
         pids+=($!)
         for ((i = 0; i < 200; i++)); do
-                grep -qx ready "$tmp/$name.out" && return 0
+                grep -qsx ready "$tmp/$name.out" && return 0
                 kill -0 "${pids[-1]}" 2>/dev/null || break
                 sleep 0.1
         done
