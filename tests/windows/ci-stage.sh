@@ -1,8 +1,7 @@
 #!/bin/bash
 # CI stage (issue 18): the Windows host side without Windows.
-#   1. packaging/windows/build.sh builds sockferry.exe and sockferry-arm64.exe (it checks: PE32+
-#      of the architecture, only DLLs that Windows ships imported, so libuv, libsodium and inih
-#      are linked in); the x86-64 one runs below;
+#   1. packaging/windows/build.sh builds sockferry.exe (it checks: PE32+ x86-64, only DLLs that
+#      Windows ships imported, so libuv, libsodium and inih are linked in);
 #   2. tests/windows/npipe-service.c is built with the same compiler (a test program, not shipped);
 #   3. in a throw-away Wine prefix (Debian's wine64), the ground the end-to-end tests stand on:
 #      a named-pipe echo service and a Windows-side client (one at a time, four at once, 1 MiB);
@@ -87,18 +86,31 @@ start() {
 }
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
+# talk WHAT INPUT ARGS...: a Windows-side client (npipe-service ARGS) sends the file INPUT and
+# must get it back; otherwise fails naming WHAT, the client's exit status and its message.
+talk() {
+        local what=$1 in=$2 rc=0
+        shift 2
+        "$wine" "$svc" "$@" <"$in" >"$tmp/talk.out" 2>"$tmp/talk.err" || rc=$?
+        ((rc == 0)) || fail "$what: npipe-service $* exited $rc: $(tr -d '\r' <"$tmp/talk.err")"
+        cmp -s "$tmp/talk.out" "$in" ||
+                fail "$what: $(stat -c %s "$tmp/talk.out") bytes came back, not the $(stat -c %s "$in") sent"
+}
+# msg TEXT: a file holding the line TEXT (a word), one per text, for talk.
+msg() { printf '%s\n' "$1" >"$tmp/msg.$1" && echo "$tmp/msg.$1"; }
+
 head -c 1048576 /dev/urandom >"$tmp/mib"
 pipe=sockferry-ci-$$
 start echo "$svc" echo "$pipe" --instances 4
-[ "$(echo hello | "$wine" "$svc" client "$pipe")" = hello ] || fail "named pipe: echo through \\\\.\\pipe\\$pipe"
-"$wine" "$svc" client "$pipe" <"$tmp/mib" | cmp -s - "$tmp/mib" || fail "named pipe: 1 MiB echoed differs"
+talk "named pipe: echo through \\\\.\\pipe\\$pipe" "$(msg hello)" client "$pipe"
+talk "named pipe: 1 MiB" "$tmp/mib" client "$pipe"
 para=()
 for i in 1 2 3 4; do
-        "$wine" "$svc" client "$pipe" <"$tmp/mib" >"$tmp/para.$i" &
+        "$wine" "$svc" client "$pipe" <"$tmp/mib" >"$tmp/para.$i" 2>"$tmp/para.$i.err" &
         para+=($!)
 done
 for i in 1 2 3 4; do
-        wait "${para[i - 1]}" || fail "named pipe: client $i of 4 at once failed"
+        wait "${para[i - 1]}" || fail "named pipe: client $i of 4 at once exited $?: $(tr -d '\r' <"$tmp/para.$i.err")"
         cmp -s "$tmp/para.$i" "$tmp/mib" || fail "named pipe: client $i of 4 at once got a different reply"
 done
 
@@ -110,7 +122,7 @@ before=$(handles npipe-service.exe) || fail "handle count of the echo service"
 source=${before#* }
 before=${before%% *}
 for i in $(seq 50); do
-        echo "$i" | "$wine" "$svc" client "$pipe" >/dev/null || fail "named pipe: sequential client $i"
+        talk "named pipe: sequential client $i" "$(msg "$i")" client "$pipe"
 done
 after=$(handles npipe-service.exe) || fail "handle count of the echo service"
 after=${after%% *}
@@ -120,7 +132,7 @@ say "named pipes: echo, 4 clients at once, 1 MiB; the echo service holds $before
 
 busy=sockferry-busy-$$
 start hold "$svc" hold "$busy" 2
-echo first | "$wine" "$svc" client "$busy" >"$tmp/first.out" &
+"$wine" "$svc" client "$busy" <"$(msg first)" >"$tmp/first.out" 2>&1 &
 pids+=($!)
 for ((i = 0; i < 100; i++)); do
         grep -q holding "$tmp/hold.out" && break
@@ -128,9 +140,10 @@ for ((i = 0; i < 100; i++)); do
 done
 grep -q holding "$tmp/hold.out" || fail "busy pipe: the first client did not connect"
 t0=$(now_ms)
-[ "$(echo second | "$wine" "$svc" client "$busy")" = second ] || fail "busy pipe: the waiting client got no echo"
+talk "busy pipe: the waiting client" "$(msg second)" client "$busy"
 waited=$(elapsed "$t0")
-[ "$(cat "$tmp/first.out")" = first ] || fail "busy pipe: the held client got no echo"
+wait "${pids[-1]}"
+[ "$(cat "$tmp/first.out")" = first ] || fail "busy pipe: the held client got no echo: $(cat "$tmp/first.out")"
 ((waited >= 1000)) || fail "busy pipe: the second client was answered after $waited ms, while the only instance was held"
 say "busy pipe: the second client waited ${waited} ms (ERROR_PIPE_BUSY, WaitNamedPipe) and was served"
 
@@ -144,7 +157,7 @@ for ((i = 0; i < 50; i++)); do
         socat -u /dev/null "TCP:127.0.0.1:$lport" 2>/dev/null && break
         sleep 0.1
 done
-[ "$(echo from-wine | "$wine" "$svc" tcp-client "$lport")" = from-wine ] || fail "TCP: a Wine client to socat on 127.0.0.1:$lport"
+talk "TCP: a Wine client to socat on 127.0.0.1:$lport" "$(msg from-wine)" tcp-client "$lport"
 say "TCP: Linux client to a Wine listener and Wine client to a Linux listener on 127.0.0.1"
 
 afunix=$("$wine" "$svc" afunix)

@@ -8,7 +8,8 @@
  *                                            for SECONDS (others get ERROR_PIPE_BUSY), then
  *                                            echoes to it and to the next clients, one at a time
  *   npipe-service client NAME                sends stdin to \\.\pipe\NAME (waiting while it is
- *                                            busy), prints the reply: as many bytes as were sent
+ *                                            busy, or absent up to 2 s), prints the reply: as many
+ *                                            bytes as were sent
  *   npipe-service tcp-echo PORT              echo server on 127.0.0.1:PORT
  *   npipe-service tcp-client PORT            as client, over TCP to 127.0.0.1:PORT
  *   npipe-service afunix                     socket(AF_UNIX, SOCK_STREAM): prints the result
@@ -238,13 +239,20 @@ static int client_run(struct conn *c)
 static int client_main(void)
 {
         HANDLE h;
-        /* A busy pipe (every instance connected) is waited for, as a client should. */
-        for (;;) {
+        /* A busy pipe (every instance connected) is waited for, as a client should; so is a
+         * pipe between two instances for a moment (the last one closed, the next one not yet
+         * created: the name does not exist then). */
+        for (int absent = 0;;) {
                 h = CreateFileW(pipe_path, GENERIC_READ | GENERIC_WRITE, 0, NULL, OPEN_EXISTING, 0, NULL);
                 if (h != INVALID_HANDLE_VALUE)
                         break;
-                if (GetLastError() != ERROR_PIPE_BUSY)
-                        return fail("CreateFile(pipe)", GetLastError());
+                DWORD err = GetLastError();
+                if (err == ERROR_FILE_NOT_FOUND && ++absent < 40) {
+                        Sleep(50);
+                        continue;
+                }
+                if (err != ERROR_PIPE_BUSY)
+                        return fail("CreateFile(pipe)", err);
                 if (!WaitNamedPipeW(pipe_path, 20000))
                         return fail("WaitNamedPipe", GetLastError());
         }
