@@ -30,13 +30,14 @@
 # into a private apt state directory; the system's apt configuration is not touched.
 
 cross_usage() { echo "usage: $0 [--source DIR] OUTDIR" >&2; exit 64; }
+cross_source() { src=$(cd "$1" 2>/dev/null && pwd) || { echo "$0: --source $1: no such directory" >&2; exit 64; }; }
 cross_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 src=$(cd "$cross_dir/../.." && pwd)
 out=
 while (($#)); do
         case $1 in
-        --source) (($# >= 2)) || cross_usage; src=$(cd "$2" && pwd); shift 2 ;;
-        --source=*) src=$(cd "${1#*=}" && pwd); shift ;;
+        --source) (($# >= 2)) || cross_usage; cross_source "$2"; shift 2 ;;
+        --source=*) cross_source "${1#*=}"; shift ;;
         -h|--help) cross_usage ;;
         -*) echo "$0: unknown option $1" >&2; cross_usage ;;
         *) [ -z "$out" ] || cross_usage; out=$1; shift ;;
