@@ -12,6 +12,8 @@ pkgs=(
         # cross-build (packaging/macos/build.sh): libsodium's autoreconf, llvm-nm/llvm-objdump
         ruby autoconf automake libtool llvm
         cmake # tests/sandbox/ci-stage.sh: libuv 1.50 from trixie's source package (dpkg-dev above)
+        # tests/windows/ci-stage.sh: sockferry.exe and its test program run under Wine (64-bit)
+        wine64
 )
 # The cross-build's toolchain comes from npm; a nodejs from elsewhere may carry its own npm.
 command -v npm >/dev/null || pkgs+=(npm)

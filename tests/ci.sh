@@ -61,6 +61,9 @@ stage $SUDO tests/sandbox/ci-stage.sh "$PWD/build-libuv150"
 stage $SUDO tests/portable/ci-stage.sh "$PWD/build-portable"
 # macOS host side without a Mac: Mach-O cross-build (x86_64, arm64), checked for undefined symbols.
 stage tests/packaging/macos-cross.sh
+# Windows host side without Windows: sockferry.exe cross-built (PE32+, only Windows DLLs), named
+# pipes, TCP and the end-to-end tests under Wine (issue 18).
+stage $SUDO tests/windows/ci-stage.sh "$PWD/build-ci"
 # Containers: the images built and run in Debian's docker.io against a host relay, compose and
 # the Kubernetes sidecar's settings (exit 77: skipped, dockerd cannot start here; it says why).
 stage $SUDO tests/containers/ci-stage.sh
