@@ -5,6 +5,7 @@
 #include <windows.h>
 
 #include <errno.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>

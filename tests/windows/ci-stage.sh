@@ -9,8 +9,9 @@
 #      TCP on 127.0.0.1 both ways between a Wine process and Linux (socat); AF_UNIX refused
 #      (WSAEAFNOSUPPORT: Wine has none, so unix sockets on Windows are compile-only here); a
 #      process's handle count readable, and unchanged after 50 connections to the echo service;
-#   4. tests/windows/test_wine.py, when present: sockferry.exe under Wine end to end (its
-#      environment: SF_EXE, SF_WINE, WINEPREFIX, SF_NPIPE_SERVICE, SOCKFERRY).
+#   4. tests/windows/tokenfile.sh (the token file's owner and DACL checks) and
+#      tests/windows/test_wine.py: sockferry.exe under Wine end to end (its environment: SF_EXE,
+#      SF_WINE, WINEPREFIX, SF_NPIPE_SERVICE, SOCKFERRY).
 # Usage: tests/windows/ci-stage.sh [LINUX_BUILD_DIR]  (default build-ci: the Linux sockferry
 # the end-to-end tests talk to). Exit 0 passed, 77 skipped (the reason is printed), 1 failed;
 # one closing line "windows-wine: PASS|SKIP|FAIL ...".
@@ -167,15 +168,15 @@ echo "$afunix"
         fail "AF_UNIX: expected WSAEAFNOSUPPORT from Wine, got exit $rc: $afunix (if Wine gained AF_UNIX, the unix-socket tests can run here)"
 
 # ---- 4. sockferry.exe end to end ----------------------------------------------------------------
-# Network namespaces and 198.18.x.x addresses: one end-to-end suite at a time on this machine.
-e2e="not present"
-if [ -f "$root/tests/windows/test_wine.py" ]; then
-        linux_exe=$linux_build/shim/sockferry
-        [ -x "$linux_exe" ] || fail "$linux_exe missing: build the Linux tree first (tests/ci.sh builds build-ci)"
-        SF_WINE="$wine" SF_EXE="$exe" SF_NPIPE_SERVICE="$svc" SOCKFERRY="$linux_exe" \
-                flock /tmp/sf-e2e.lock python3 "$root/tests/windows/test_wine.py" || fail "tests/windows/test_wine.py"
-        e2e="passed"
-fi
+# The token file's checks (relay/tokenfile_win.c) in a harness of their own and through
+# sockferry.exe, then the relay end to end. Network namespaces and 198.18.x.x addresses: one
+# end-to-end suite at a time on this machine.
+WIN_CC="$cache/bin/x86_64-w64-mingw32-cc" SF_EXE="$exe" "$root/tests/windows/tokenfile.sh" ||
+        fail "tests/windows/tokenfile.sh exited $? (its TAP is above)"
+linux_exe=$linux_build/shim/sockferry
+[ -x "$linux_exe" ] || fail "$linux_exe missing: build the Linux tree first (tests/ci.sh builds build-ci)"
+SF_WINE="$wine" SF_EXE="$exe" SF_NPIPE_SERVICE="$svc" SOCKFERRY="$linux_exe" \
+        flock /tmp/sf-e2e.lock python3 "$root/tests/windows/test_wine.py" || fail "tests/windows/test_wine.py (its TAP is above)"
 
 echo "windows-wine: PASS sockferry.exe built in $((build_ms / 1000)) s, Wine prefix in ${boot_ms} ms;" \
-        "named pipes, busy-pipe wait, TCP both ways, handle counts; AF_UNIX refused; test_wine.py $e2e"
+        "named pipes, busy-pipe wait, TCP both ways, handle counts; AF_UNIX refused; token files; sockferry.exe end to end"

@@ -42,12 +42,13 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-# The project's warnings (meson.build), as errors.
+# The project's warnings (meson.build), as errors, and its Windows headers (compat/win).
 # shellcheck disable=SC2086 # $cc is a command with its arguments
 if ! $cc -std=gnu11 -O2 -Wall -Wextra -Werror -Wno-unused-parameter \
         -Wno-missing-field-initializers -Wshadow -Wmissing-prototypes -Wstrict-prototypes -Wformat=2 -Wvla \
-        -I "$src" -o "$out/tokenfile-test.exe" \
-        "$src/tests/windows/tokenfile-test.c" "$src/relay/tokenfile_win.c" -ladvapi32 >"$tmp/cc.log" 2>&1; then
+        -include "$src/compat/win/posix.h" -I "$src/compat/win/include" -D_WIN32_WINNT=0x0602 \
+        -DWIN32_LEAN_AND_MEAN -I "$src" -o "$out/tokenfile-test.exe" \
+        "$src/tests/windows/tokenfile-test.c" "$src/relay/tokenfile_win.c" "$src/compat/win/posix.c" -ladvapi32 >"$tmp/cc.log" 2>&1; then
         cat "$tmp/cc.log"
         echo "FAIL tokenfile (Windows): the harness does not build"
         exit 1
@@ -58,8 +59,8 @@ rc=$?
 cat "$tmp/tap"
 # sockferry.exe itself: keygen's file is accepted, the same file made world-readable is
 # refused (under Wine a DACL is the unix mode, so chmod is how another program would widen
-# it), --force makes it private again, a folder is refused. The token path is a unix one:
-# Wine's Z: drive, the current drive here.
+# it), --force makes it private again, a folder is refused. Paths are Windows ones on Wine's Z:
+# drive, which is the Linux root (a token-file must be absolute the Windows way there).
 exe_fail=0 exe_ok=0
 expect() { # STATUS TEXT ARGS...: sockferry.exe ARGS exits with STATUS and logs TEXT
         want=$1 text=$2
@@ -68,24 +69,24 @@ expect() { # STATUS TEXT ARGS...: sockferry.exe ARGS exits with STATUS and logs 
         got=$?
         if [ "$got" -eq "$want" ] && grep -qF -- "$text" "$tmp/exe.err" "$tmp/exe.out"; then
                 exe_ok=$((exe_ok + 1))
-                echo "ok - sockferry.exe $*: exit $got, \"$text\""
+                printf '%s\n' "ok - sockferry.exe $*: exit $got, \"$text\""
         else
                 exe_fail=$((exe_fail + 1))
-                echo "not ok - sockferry.exe $*: exit $got (expected $want and \"$text\")"
+                printf '%s\n' "not ok - sockferry.exe $*: exit $got (expected $want and \"$text\")"
                 sed 's/^/#   /' "$tmp/exe.err"
         fi
 }
 if [ -n "${SF_EXE:-}" ]; then
-        key="$tmp/keys/token"
+        key="Z:$(printf '%s' "$tmp/keys/token" | tr / '\\')"
         fwd="t:tcp:127.0.0.1:7001=tcp:127.0.0.1:7002,auth=token,token-file=$key"
         expect 0 "wrote a new token to $key" keygen -o "$key"
         expect 1 "exists; use --force to replace it" keygen -o "$key"
         expect 0 "configuration OK" relay -t -F "$fwd"
-        chmod 0644 "$key"
+        chmod 0644 "$tmp/keys/token"
         expect 78 "its access list lets Everyone read it (FILE_READ_DATA)" relay -t -F "$fwd"
         expect 0 "wrote a new token to $key" keygen --force -o "$key"
         expect 0 "configuration OK" relay -t -F "$fwd"
-        expect 78 "is a directory, not a file" relay -t -F "t:tcp:127.0.0.1:7001=tcp:127.0.0.1:7002,auth=token,token-file=$tmp/keys"
+        expect 78 "is a directory, not a file" relay -t -F "t:tcp:127.0.0.1:7001=tcp:127.0.0.1:7002,auth=token,token-file=${key%\\token}"
 fi
 
 plan=$(sed -n 's/^1\.\.\([0-9][0-9]*\).*/\1/p' "$tmp/tap")
