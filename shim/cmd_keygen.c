@@ -12,10 +12,11 @@ static void keygen_help(void) {
                "Writes a new random token for auth = token: 32 bytes as 64 hex characters and a\n"
                "newline. Give the same token to the relays at both ends of the link.\n"
                "\n"
-               "  -o, --output FILE  write to FILE, created with mode 0600 and missing directories\n"
-               "                     with mode 0700 (default: standard output)\n"
+               "  -o, --output FILE  write to FILE (%s), creating missing directories private\n"
+               "                     to you (default: standard output)\n"
                "      --force        replace FILE if it exists, by a new file: never written in place\n"
-               "  -h, --help         show this help\n");
+               "  -h, --help         show this help\n",
+               sf_token_protection);
 }
 
 int sf_cmd_keygen(int argc, char **argv) {

@@ -39,7 +39,8 @@ struct relay_main {
 static void help(void) {
         fputs("Usage: sockferry relay [-c FILE] [-F SPEC]... [-u U] [-t] [-v|-q] [--log-format text|json]\n"
               "\n"
-              "Run the configured forwards in the foreground until SIGTERM or SIGINT, then drain.\n"
+              "Run the configured forwards in the foreground until SIGTERM or SIGINT (Ctrl+C; on Windows\n"
+              "also Ctrl+Break or the console's closing), then drain.\n"
               "\n"
               "  -c, --config FILE   INI configuration (see sockferry.conf(5))\n"
               "  -F, --forward SPEC  NAME:LISTEN=CONNECT[|CONNECT...][,key=value]... (repeatable)\n"

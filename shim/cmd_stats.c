@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,9 +96,12 @@ static int ask(const struct sf_endpoint *ep, enum sf_stats_format fmt) {
         char err[300], req[SF_CONTROL_LINE_MAX];
         int fd = sf_netio_dial(ep, STATS_TIMEOUT_MS, err, sizeof err);
         if (fd < 0) {
-                fprintf(stderr, "sockferry stats: control %s: %s%s\n", ep->text, err,
+                /* A pipe's own hints are a service's (netio): a control pipe is the relay's. */
+                bool pipe = ep->kind == SF_EP_NPIPE;
+                fprintf(stderr, "sockferry stats: control %s: %s%s\n", ep->text, pipe ? strerror(-fd) : err,
                         fd == -ENOENT || fd == -ECONNREFUSED
                                 ? " (is the relay running, with control = this socket in its configuration?)"
+                        : fd == -EACCES && pipe ? " (the control pipe admits the relay's account only: run stats as it)"
                         : fd == -EACCES ? " (the control socket is mode 0600: run as root or as the relay's user)"
                                         : "");
                 return 1;

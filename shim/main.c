@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "relay/token.h"
 #include "shim/cli.h"
 
 static const struct {
@@ -18,7 +19,7 @@ static const struct {
 };
 
 static void help(FILE *out) {
-        fputs("Usage: sockferry COMMAND [OPTIONS]\n"
+        fprintf(out, "Usage: sockferry COMMAND [OPTIONS]\n"
               "\n"
               "Make a host unix socket usable inside a container when a bind mount cannot carry it.\n"
               "\n"
@@ -29,7 +30,7 @@ static void help(FILE *out) {
               "                      container entrypoint: bind, then run CMD as an init (Linux only;\n"
               "                      elsewhere it says so and exits 64)\n"
               "  keygen [-o FILE] [--force]\n"
-              "                      write a new token (64 hex characters, mode 0600)\n"
+              "                      write a new token (64 hex characters, %s)\n"
               "  check [-c FILE] [-F SPEC]... [--timeout 5s] [--link-only]\n"
               "                      end-to-end health probe of every forward (HEALTHCHECK)\n"
               "  probe PATH          explain what is at a socket path (exit 0 live ... 4 other)\n"
@@ -46,7 +47,7 @@ static void help(FILE *out) {
               "\n"
               "Exit status: 0 ok, 64 usage; each command's --help lists its own.\n"
               "Run 'sockferry help COMMAND' for a command's options. See sockferry(1).\n",
-              out);
+              sf_token_protection);
 }
 
 static bool is_version(const char *arg) {
