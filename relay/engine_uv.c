@@ -13,7 +13,6 @@
  * hold how listening sockets are watched and accepted and how local streams are opened:
  * descriptors on POSIX, named pipes through libuv on Windows. */
 
-
 /* ---- the engine ------------------------------------------------------------------------ */
 
 static void on_idle(uv_idle_t *idle) {
@@ -156,7 +155,8 @@ struct sf_uvsock *sf_uvsock_new(struct sf_engine *e, struct sf_sock *s) {
         h->e = e;
         h->sock = s;
         h->fd = -1;
-        s->h = h;
+        if (s)
+                s->h = h;
         return h;
 }
 

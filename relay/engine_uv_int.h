@@ -38,7 +38,8 @@ struct sf_uvsock {
         char *out;       /* outbox: bytes accepted by sf_sock_send, being written */
 };
 
-/* A side's stream state, bound to s (its owner) and e; NULL when out of memory. */
+/* A side's stream state, bound to e and to s (its owner; NULL for a connection accepted but
+ * not adopted yet); NULL when out of memory. */
 struct sf_uvsock *sf_uvsock_new(struct sf_engine *e, struct sf_sock *s);
 /* Starts reading into the inbox unless at EOF, failed or reading already: 0 or a libuv error. */
 int sf_uvsock_read_start(struct sf_uvsock *h);

@@ -61,11 +61,9 @@ int sf_watch_accept(struct sf_engine *e, struct sf_watch *w, struct sf_listener 
         }
         if (!srv->pending)
                 return -EAGAIN;
-        struct sf_uvsock *h = calloc(1, sizeof *h);
+        struct sf_uvsock *h = sf_uvsock_new(e, NULL);
         if (!h)
                 return -ENOMEM;
-        h->e = e;
-        h->fd = -1;
         h->is_tcp = srv->is_tcp;
         if (h->is_tcp)
                 uv_tcp_init(e->loop, &h->u.tcp);
@@ -111,6 +109,14 @@ static void on_input_ended(struct sf_ev *ev, uint32_t events) {
         sf_uvsock_report(h, SF_EV_IN | SF_EV_RDHUP);
 }
 
+/* Ends the side's input now and says so in the next turn, not from inside the caller (the
+ * connection's own pump). */
+static void end_input_next_turn(struct sf_uvsock *h) {
+        sf_uvsock_end_input(h);
+        h->endev.cb = on_input_ended;
+        sf_engine_defer(h->e, &h->endev);
+}
+
 static void on_eof_message(uv_write_t *req, int status) {
         (void)req;
         (void)status;
@@ -150,11 +156,8 @@ bool sf_sock_shutdown_local(struct sf_uvsock *h) {
                 return false;
         if (h->accepted) {
                 h->end_after_write = true;
-                if (!h->out) {
-                        sf_uvsock_end_input(h);
-                        h->endev.cb = on_input_ended;
-                        sf_engine_defer(h->e, &h->endev);
-                }
+                if (!h->out)
+                        end_input_next_turn(h);
                 return true;
         }
         if (message_mode(h)) {
@@ -165,9 +168,7 @@ bool sf_sock_shutdown_local(struct sf_uvsock *h) {
         }
         h->quiet = malloc(sizeof *h->quiet);
         if (!h->quiet) {
-                sf_uvsock_end_input(h);
-                h->endev.cb = on_input_ended;
-                sf_engine_defer(h->e, &h->endev);
+                end_input_next_turn(h);
                 return true;
         }
         uv_timer_init(h->e->loop, h->quiet);
@@ -181,21 +182,6 @@ int sf_sock_connect_local(struct sf_engine *e, struct sf_sock *s, const struct s
         return -EAFNOSUPPORT;
 }
 
-static int errno_win(DWORD err) {
-        switch (err) {
-        case ERROR_PIPE_BUSY: return EAGAIN;
-        case ERROR_FILE_NOT_FOUND:
-        case ERROR_PATH_NOT_FOUND:
-        case ERROR_BAD_PATHNAME:
-        case ERROR_INVALID_NAME: return ENOENT;
-        case ERROR_ACCESS_DENIED: return EACCES;
-        case ERROR_NOT_ENOUGH_MEMORY:
-        case ERROR_OUTOFMEMORY: return ENOMEM;
-        case ERROR_TOO_MANY_OPEN_FILES: return EMFILE;
-        default: return EIO;
-        }
-}
-
 /* Opening a pipe never blocks: all instances busy is ERROR_PIPE_BUSY at once, -EAGAIN here,
  * which the dialer retries until connect-timeout. */
 int sf_sock_connect_pipe(struct sf_engine *e, struct sf_sock *s, const char *name, bool *in_progress) {
@@ -207,7 +193,7 @@ int sf_sock_connect_pipe(struct sf_engine *e, struct sf_sock *s, const char *nam
         HANDLE ph = CreateFileW(path, GENERIC_READ | GENERIC_WRITE, 0, NULL, OPEN_EXISTING,
                                 FILE_FLAG_OVERLAPPED | SECURITY_SQOS_PRESENT | SECURITY_IDENTIFICATION, NULL);
         if (ph == INVALID_HANDLE_VALUE)
-                return -errno_win(GetLastError());
+                return -sf_win_errno(GetLastError());
         int fd = _open_osfhandle((intptr_t)ph, 0);
         if (fd < 0) {
                 CloseHandle(ph);

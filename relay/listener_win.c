@@ -13,6 +13,7 @@
 #include "relay/listen_policy.h"
 #include "relay/listen_srv_win.h"
 #include "relay/platform.h"
+#include "relay/winaccount.h"
 
 /* Listeners on Windows: TCP and named pipes, both libuv streams from the start. libuv's
  * connection callback takes each client in; a served listener (the control pipe) hands it on
@@ -91,17 +92,9 @@ static int open_tcp(uv_loop_t *loop, const struct sf_forward *f, struct sf_liste
  * named pipe lets Everyone and Anonymous read, which would let any local account read what a
  * forward relays. 0 or -errno. */
 static int pipe_restrict(HANDLE pipe) {
-        HANDLE token;
-        if (!OpenProcessToken(GetCurrentProcess(), TOKEN_QUERY, &token))
-                return -EACCES;
-        union {
-                TOKEN_USER tu;
-                char buf[sizeof(TOKEN_USER) + SECURITY_MAX_SID_SIZE];
-        } user;
-        DWORD n;
-        BOOL ok = GetTokenInformation(token, TokenUser, &user, sizeof user, &n);
-        CloseHandle(token);
-        if (!ok)
+        union sf_win_user user;
+        PSID me = sf_win_process_user(GetCurrentProcess(), &user);
+        if (!me)
                 return -EACCES;
         char system_sid[SECURITY_MAX_SID_SIZE];
         DWORD sid_len = sizeof system_sid;
@@ -110,7 +103,7 @@ static int pipe_restrict(HANDLE pipe) {
         EXPLICIT_ACCESS_W ea[2] = {
                 { .grfAccessPermissions = GENERIC_ALL, .grfAccessMode = SET_ACCESS, .grfInheritance = NO_INHERITANCE,
                   .Trustee = { .TrusteeForm = TRUSTEE_IS_SID, .TrusteeType = TRUSTEE_IS_USER,
-                               .ptstrName = (LPWSTR)user.tu.User.Sid } },
+                               .ptstrName = (LPWSTR)me } },
                 { .grfAccessPermissions = GENERIC_ALL, .grfAccessMode = SET_ACCESS, .grfInheritance = NO_INHERITANCE,
                   .Trustee = { .TrusteeForm = TRUSTEE_IS_SID, .TrusteeType = TRUSTEE_IS_WELL_KNOWN_GROUP,
                                .ptstrName = (LPWSTR)system_sid } },

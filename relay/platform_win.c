@@ -5,6 +5,8 @@
 #include <errno.h>
 #include <stdio.h>
 
+#include "relay/winaccount.h"
+
 /* Windows: named pipes and TCP through libuv (relay/engine_uv_win.c, relay/listener_win.c);
  * the POSIX mechanisms below have no counterpart, and configuration refuses the endpoints that
  * would need them (conf/platform_win.c). */
@@ -84,29 +86,14 @@ int sf_errno_uv(int uv_error) {
         return EIO;
 }
 
-/* The user of a process's token into sid (SECURITY_MAX_SID_SIZE bytes). */
-static bool process_user(HANDLE process, void *sid) {
-        HANDLE token;
-        if (!OpenProcessToken(process, TOKEN_QUERY, &token))
-                return false;
-        union {
-                TOKEN_USER tu;
-                char buf[sizeof(TOKEN_USER) + SECURITY_MAX_SID_SIZE];
-        } user;
-        DWORD n;
-        BOOL ok = GetTokenInformation(token, TokenUser, &user, sizeof user, &n) &&
-                  CopySid(SECURITY_MAX_SID_SIZE, sid, user.tu.User.Sid);
-        CloseHandle(token);
-        return ok;
-}
-
 /* The relay's pipes admit this account and SYSTEM only (their DACL, relay/listener_win.c);
  * this asks again per client, by the account of the process at the other end, for what the
  * DACL cannot cover: the moment between the pipe's creation and its DACL's change. */
 bool sf_peer_trusted(uv_stream_t *s, char *who, size_t who_cap, char *allowed, size_t allowed_cap) {
         uv_os_fd_t h;
         ULONG pid = 0;
-        char mine[SECURITY_MAX_SID_SIZE], theirs[SECURITY_MAX_SID_SIZE];
+        union sf_win_user mine, theirs;
+        PSID them = NULL;
         snprintf(allowed, allowed_cap, "this account and SYSTEM");
         if (s->type != UV_NAMED_PIPE)
                 return true; /* TCP: the link's token is the check */
@@ -115,21 +102,20 @@ bool sf_peer_trusted(uv_stream_t *s, char *who, size_t who_cap, char *allowed, s
                 return false;
         }
         HANDLE p = OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, FALSE, pid);
-        bool known = p && process_user(p, theirs);
+        if (p)
+                them = sf_win_process_user(p, &theirs);
+        DWORD err = them ? 0 : GetLastError();
         if (p)
                 CloseHandle(p);
-        if (!known) {
-                snprintf(who, who_cap, "pid %lu, whose account cannot be read (error %lu)", pid, GetLastError());
+        if (!them) {
+                snprintf(who, who_cap, "pid %lu, whose account cannot be read (error %lu)", pid, err);
                 return false;
         }
-        if (process_user(GetCurrentProcess(), mine) && EqualSid(mine, theirs))
+        PSID me = sf_win_process_user(GetCurrentProcess(), &mine);
+        if ((me && EqualSid(me, them)) || IsWellKnownSid(them, WinLocalSystemSid))
                 return true;
-        if (IsWellKnownSid(theirs, WinLocalSystemSid))
-                return true;
-        char name[128] = "?", domain[128] = "?";
-        DWORD nl = sizeof name, dl = sizeof domain;
-        SID_NAME_USE use;
-        LookupAccountSidA(NULL, theirs, name, &nl, domain, &dl, &use);
-        snprintf(who, who_cap, "pid %lu of %s\\%s", pid, domain, name);
+        char name[600];
+        sf_win_account_name(them, name, sizeof name);
+        snprintf(who, who_cap, "pid %lu of %s", pid, name);
         return false;
 }

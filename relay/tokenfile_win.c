@@ -15,6 +15,7 @@
 
 #include "conf/log.h"
 #include "relay/token.h"
+#include "relay/winaccount.h"
 
 const char sf_token_protection[] = "only you can open it";
 
@@ -40,12 +41,6 @@ static const struct {
         { GENERIC_EXECUTE, "map it for execution (GENERIC_EXECUTE)" },
 };
 
-/* UTF-8 for messages; "?" when the text cannot be converted. */
-static void utf8_of(const wchar_t *w, char *out, size_t cap) {
-        if (WideCharToMultiByte(CP_UTF8, 0, w, -1, out, (int)cap, NULL, NULL) <= 0)
-                snprintf(out, cap, "?");
-}
-
 /* The system's sentence for a Win32 error, without its final period and line break. */
 static const char *win_error(DWORD e, char *out, size_t cap) {
         wchar_t w[256];
@@ -58,7 +53,7 @@ static const char *win_error(DWORD e, char *out, size_t cap) {
                 return out;
         }
         w[n] = L'\0';
-        utf8_of(w, out, cap);
+        sf_win_utf8(w, out, cap);
         size_t len = strlen(out);
         snprintf(out + len, cap - len, " (error %lu)", (unsigned long)e);
         return out;
@@ -107,50 +102,6 @@ static wchar_t *wide_of(const char *path, const char *what) {
         return NULL;
 }
 
-/* The user this process runs as, its SID in u. */
-union user_sid {
-        TOKEN_USER tu;
-        BYTE bytes[sizeof(TOKEN_USER) + SECURITY_MAX_SID_SIZE];
-};
-
-static PSID current_user(union user_sid *u) {
-        HANDLE tok;
-        DWORD len = 0;
-        if (!OpenProcessToken(GetCurrentProcess(), TOKEN_QUERY, &tok))
-                return NULL;
-        BOOL ok = GetTokenInformation(tok, TokenUser, u, sizeof *u, &len);
-        CloseHandle(tok);
-        return ok ? u->tu.User.Sid : NULL;
-}
-
-/* "*S-1-5-..." (what icacls takes for any account), or "?". */
-static void sid_text(PSID sid, char *out, size_t cap) {
-        wchar_t *s = NULL;
-        if (sid && ConvertSidToStringSidW(sid, &s)) {
-                char t[200];
-                utf8_of(s, t, sizeof t);
-                snprintf(out, cap, "*%s", t);
-                LocalFree(s);
-        } else {
-                snprintf(out, cap, "?");
-        }
-}
-
-/* "DOMAIN\name" for messages and icacls, or the SID when the account has no name here. */
-static void account_name(PSID sid, char *out, size_t cap) {
-        wchar_t name[256], dom[256];
-        DWORD nn = sizeof name / sizeof name[0], dn = sizeof dom / sizeof dom[0];
-        SID_NAME_USE use;
-        char n8[512], d8[512];
-        if (!sid || !LookupAccountSidW(NULL, sid, name, &nn, dom, &dn, &use)) {
-                sid_text(sid, out, cap);
-                return;
-        }
-        utf8_of(name, n8, sizeof n8);
-        utf8_of(dom, d8, sizeof d8);
-        snprintf(out, cap, "%s%s%s", d8, d8[0] ? "\\" : "", n8);
-}
-
 static bool trusted(PSID sid, PSID me) {
         return IsValidSid(sid) &&
                ((me && EqualSid(sid, me)) || IsWellKnownSid(sid, WinLocalSystemSid) ||
@@ -186,15 +137,15 @@ static PSID granted(ACE_HEADER *h, ACCESS_MASK *mask) {
 }
 
 int sf_tokenfile_check_sd(const char *path, void *sd) {
-        union user_sid u;
-        PSID me = current_user(&u), owner = NULL;
+        union sf_win_user u;
+        PSID me = sf_win_process_user(GetCurrentProcess(), &u), owner = NULL;
         PACL dacl = NULL;
         BOOL present = FALSE, defaulted = FALSE;
         char my_name[600], name[600], sid[200];
 
-        account_name(me, my_name, sizeof my_name);
+        sf_win_account_name(me, my_name, sizeof my_name);
         if (!GetSecurityDescriptorOwner(sd, &owner, &defaulted) || !owner || !trusted(owner, me)) {
-                account_name(owner, name, sizeof name);
+                sf_win_account_name(owner, name, sizeof name);
                 sf_log_error("token file %s is owned by %s, who can change its access list and so read or replace "
                              "the token; only you (%s), SYSTEM or Administrators may own it: from an administrator's "
                              "prompt run icacls \"%s\" /setowner \"%s\"",
@@ -221,8 +172,8 @@ int sf_tokenfile_check_sd(const char *path, void *sd) {
                 for (size_t r = 0; r < sizeof bad_rights / sizeof bad_rights[0]; r++) {
                         if (!(mask & bad_rights[r].mask))
                                 continue;
-                        account_name(who, name, sizeof name);
-                        sid_text(who, sid, sizeof sid);
+                        sf_win_account_name(who, name, sizeof name);
+                        sf_win_sid_text(who, sid, sizeof sid);
                         sf_log_error("token file %s: its access list lets %s %s%s; only you (%s), SYSTEM and "
                                      "Administrators may have access: run icacls \"%s\" /inheritance:r /remove \"%s\" "
                                      "/grant:r \"%s:F\"",
@@ -358,8 +309,8 @@ int sf_tokenfile_read(const char *path, const struct sf_conf *c, char *buf, size
  * current user alone (for directories, inherited by what they will hold). Free with
  * LocalFree(sa->lpSecurityDescriptor). Returns 0 or the Win32 error. */
 static DWORD private_sa(SECURITY_ATTRIBUTES *sa, bool dir) {
-        union user_sid u;
-        PSID me = current_user(&u);
+        union sf_win_user u;
+        PSID me = sf_win_process_user(GetCurrentProcess(), &u);
         wchar_t *s = NULL, sddl[256];
 
         if (!me || !ConvertSidToStringSidW(me, &s))

@@ -47,22 +47,6 @@ static int errno_wsa(int err) {
         }
 }
 
-static int errno_win(DWORD err) {
-        switch (err) {
-        case ERROR_FILE_NOT_FOUND:
-        case ERROR_PATH_NOT_FOUND:
-        case ERROR_BAD_PATHNAME:
-        case ERROR_INVALID_NAME: return ENOENT;
-        case ERROR_ACCESS_DENIED: return EACCES;
-        case ERROR_PIPE_BUSY:
-        case ERROR_SEM_TIMEOUT: return ETIMEDOUT;
-        case ERROR_BROKEN_PIPE:
-        case ERROR_PIPE_NOT_CONNECTED:
-        case ERROR_NO_DATA: return EPIPE;
-        default: return EIO;
-        }
-}
-
 static int slot_new(bool is_pipe, SOCKET sock, HANDLE pipe) {
         for (int i = 0; i < SLOTS; i++)
                 if (!slots[i].used) {
@@ -151,8 +135,10 @@ static int dial_pipe(const struct sf_endpoint *ep, int64_t deadline) {
                         return slot_new(true, INVALID_SOCKET, h);
                 DWORD e = GetLastError();
                 int64_t left = deadline - sf_netio_now_ms();
-                if (e != ERROR_PIPE_BUSY || left <= 0)
-                        return -errno_win(e);
+                if (e == ERROR_PIPE_BUSY && left <= 0)
+                        return -ETIMEDOUT;
+                if (e != ERROR_PIPE_BUSY)
+                        return -sf_win_errno(e);
                 if (!WaitNamedPipeW(path, (DWORD)(left < PIPE_WAIT_STEP_MS ? left : PIPE_WAIT_STEP_MS)))
                         Sleep(1);
         }
@@ -188,7 +174,7 @@ static ssize_t pipe_io(HANDLE h, bool write, void *buf, size_t len, int64_t dead
         BOOL ok = write ? WriteFile(h, buf, chunk, NULL, &ov) : ReadFile(h, buf, chunk, NULL, &ov);
         ssize_t r;
         if (!ok && GetLastError() != ERROR_IO_PENDING) {
-                r = -errno_win(GetLastError());
+                r = -sf_win_errno(GetLastError());
         } else {
                 int64_t left = deadline < 0 ? 0 : deadline - sf_netio_now_ms();
                 if (WaitForSingleObject(ov.hEvent, (DWORD)(left > 0 ? left : 0)) != WAIT_OBJECT_0)
@@ -198,7 +184,7 @@ static ssize_t pipe_io(HANDLE h, bool write, void *buf, size_t len, int64_t dead
                 else if (GetLastError() == ERROR_OPERATION_ABORTED)
                         r = -ETIMEDOUT;
                 else
-                        r = -errno_win(GetLastError());
+                        r = -sf_win_errno(GetLastError());
         }
         CloseHandle(ov.hEvent);
         return r;
@@ -228,7 +214,7 @@ ssize_t sf_netio_read_ready(int fd, void *buf, size_t len) {
         if (s->is_pipe) {
                 DWORD avail = 0;
                 if (!PeekNamedPipe(s->pipe, NULL, 0, NULL, &avail, NULL))
-                        return GetLastError() == ERROR_BROKEN_PIPE ? 0 : -errno_win(GetLastError());
+                        return GetLastError() == ERROR_BROKEN_PIPE ? 0 : -sf_win_errno(GetLastError());
                 if (avail == 0)
                         return -EAGAIN;
                 return pipe_io(s->pipe, false, buf, len < avail ? len : avail, -1);

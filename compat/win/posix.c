@@ -62,6 +62,25 @@ char *sf_win_strerror(int err) {
         return strerror(err);
 }
 
+int sf_win_errno(unsigned long err) {
+        switch (err) {
+        case ERROR_PIPE_BUSY: return EAGAIN;
+        case ERROR_FILE_NOT_FOUND:
+        case ERROR_PATH_NOT_FOUND:
+        case ERROR_BAD_PATHNAME:
+        case ERROR_INVALID_NAME: return ENOENT;
+        case ERROR_ACCESS_DENIED: return EACCES;
+        case ERROR_NOT_ENOUGH_MEMORY:
+        case ERROR_OUTOFMEMORY: return ENOMEM;
+        case ERROR_TOO_MANY_OPEN_FILES: return EMFILE;
+        case ERROR_SEM_TIMEOUT: return ETIMEDOUT;
+        case ERROR_BROKEN_PIPE:
+        case ERROR_PIPE_NOT_CONNECTED:
+        case ERROR_NO_DATA: return EPIPE;
+        default: return EIO;
+        }
+}
+
 const char *sf_win_gai_strerror(int code) {
         static char text[256];
         DWORD n = FormatMessageA(FORMAT_MESSAGE_FROM_SYSTEM | FORMAT_MESSAGE_IGNORE_INSERTS, NULL, (DWORD)code, 0, text,

@@ -95,3 +95,7 @@ int sf_win_fclose(FILE *f);
 #undef gai_strerror
 const char *sf_win_gai_strerror(int code);
 #define gai_strerror sf_win_gai_strerror
+
+/* The errno value of a Win32 error from opening or using a file or a named pipe (EIO for what
+ * has no counterpart); a busy pipe is EAGAIN, as a full backlog is. */
+int sf_win_errno(unsigned long err);

@@ -48,7 +48,7 @@ if ! $cc -std=gnu11 -O2 -Wall -Wextra -Werror -Wno-unused-parameter \
         -Wno-missing-field-initializers -Wshadow -Wmissing-prototypes -Wstrict-prototypes -Wformat=2 -Wvla \
         -include "$src/compat/win/posix.h" -I "$src/compat/win/include" -D_WIN32_WINNT=0x0602 \
         -DWIN32_LEAN_AND_MEAN -I "$src" -o "$out/tokenfile-test.exe" \
-        "$src/tests/windows/tokenfile-test.c" "$src/relay/tokenfile_win.c" "$src/compat/win/posix.c" -ladvapi32 >"$tmp/cc.log" 2>&1; then
+        "$src/tests/windows/tokenfile-test.c" "$src/relay/tokenfile_win.c" "$src/relay/winaccount.c" "$src/compat/win/posix.c" -ladvapi32 >"$tmp/cc.log" 2>&1; then
         cat "$tmp/cc.log"
         echo "FAIL tokenfile (Windows): the harness does not build"
         exit 1
