@@ -1,5 +1,6 @@
 #pragma once
-/* Endpoint syntax of DESIGN.md. Pure libc, no allocation: the preload library compiles it in. */
+/* Endpoint syntax (sockferry.conf(5), VALUES). Pure libc, no allocation: the preload library
+ * compiles it in. */
 #include <stddef.h>
 #include <stdbool.h>
 #include <stdint.h>

@@ -166,7 +166,7 @@ static void emit(struct line *l) {
         errno = saved;
 }
 
-/* The lexical normalisation of DESIGN.md: collapses "//", "." and "..", drops a trailing
+/* The lexical normalisation of sockferry-preload(8): collapses "//", "." and "..", drops a trailing
  * '/'. A relative path stays relative (a leading ".." is kept). Returns -1 when the result
  * would not fit in cap bytes with its NUL. */
 static int normalise(const char *in, size_t n, char *out, size_t cap) {

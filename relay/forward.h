@@ -1,16 +1,17 @@
 #pragma once
-/* Run-time state of one forward: its listener (relay/forward.c), the state its connections
- * share, and its counters. The relay owns it and sets the callbacks. */
+/* Run-time state of one forward: its listener (accepting: relay/listen/accept.c), the state its
+ * connections share, and its counters. The relay owns it and sets the callbacks. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <uv.h>
 
 #include "conf/conf.h"
-#include "relay/engine.h"
-#include "relay/handshake.h"
-#include "relay/listener.h"
-#include "relay/preauth.h"
+#include "relay/conn/preauth_budget.h"
+#include "relay/engine/engine.h"
+#include "relay/link/frames.h"
+#include "relay/list.h"
+#include "relay/listen/listener.h"
 #include "relay/relay.h"
 
 struct sf_conn;
@@ -49,10 +50,11 @@ struct sf_fwd {
         bool cand_failing[SF_MAX_CANDIDATES];     /* logged as failing: log again on recovery */
 
         uint64_t next_conn_id;
-        struct sf_conn *conns; /* intrusive list of open connections */
+        struct sf_list conns; /* the open connections (struct sf_conn) */
         size_t n_conns_allocated; /* open or closing, memory not yet freed */
         struct sf_relay_stats stats;
-        /* Greeted, not yet authenticated: not counted against max-conns (relay/preauth.h). */
+        /* Greeted, not yet authenticated: not counted against max-conns
+         * (relay/conn/preauth_budget.h). */
         struct sf_preauth preauth;
 
         uint64_t ratelimit_start_ms; /* one-second windows for per-connection error lines */
@@ -60,22 +62,17 @@ struct sf_fwd {
         unsigned ratelimit_suppressed;
 };
 
-/* Starts accepting: the backoff timer, the listener watched. 0 or -errno (logged). */
-int sf_fwd_start(struct sf_fwd *fwd);
-/* Stops accepting until resumed (max-conns, out of descriptors) or for good (stop). */
-void sf_fwd_listen_pause(struct sf_fwd *fwd);
-
-/* Called by a connection when it is gone (memory about to be freed), so the forward can
- * resume a listener paused by max-conns and finish a graceful stop. */
-void sf_fwd_conn_gone(struct sf_fwd *fwd);
+/* Sets fwd up for the forward fc of conf (both must outlive it): its engine, pool and
+ * loop, no listener yet, and its token when auth = token (read now, before binding and before
+ * privileges are dropped: a problem with it is a configuration error, and the file may be
+ * readable by root only). The owner sets the callbacks. 0 or -errno, logged. */
+int sf_fwd_init(struct sf_fwd *fwd, const struct sf_conf *conf, const struct sf_forward *fc, uv_loop_t *loop,
+                struct sf_bufpool *pool, struct sf_engine *eng);
+/* Closes the listener, wipes the key, frees the pre-auth budget. Safe to call twice. */
+void sf_fwd_free(struct sf_fwd *fwd);
 
 /* Counts an error in *counter (one of fwd->stats) and keeps msg as the last error. */
 void sf_fwd_note_error(struct sf_fwd *fwd, uint64_t *counter, const char *msg);
-
-/* Out of descriptors (err: EMFILE, ENFILE, ...) while doing `what`: stops accepting and
- * retries with a growing backoff, so that clients wait in the backlog instead of being
- * accepted only to fail; logged at most once a minute. */
-void sf_fwd_pause_out_of_fds(struct sf_fwd *fwd, const char *what, int err);
 
 /* true when a per-connection error line may be logged now (at most a few per second per
  * forward; the count of suppressed lines is logged with the next one). */

@@ -6,15 +6,14 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#include <sodium.h>
 
 #include "conf/log.h"
-#include "relay/bufpool.h"
-#include "relay/conn.h"
-#include "relay/engine.h"
+#include "relay/conn/conn.h"
+#include "relay/engine/bufpool.h"
+#include "relay/engine/engine.h"
 #include "relay/forward.h"
-#include "relay/listener.h"
-#include "relay/token.h"
+#include "relay/listen/accept.h"
+#include "relay/listen/listener.h"
 
 /* Spare copy buffers kept after a burst: 8 MiB of SF_BUF_SIZE ones at most. */
 #define BUFPOOL_RESERVE 32
@@ -74,33 +73,14 @@ int sf_relay_new(uv_loop_t *loop, const struct sf_conf *conf, struct sf_relay **
         for (size_t i = 0; i < r->n_fwds; i++) {
                 struct sf_fwd *f = &r->fwds[i];
                 f->relay = r;
-                f->loop = loop;
-                f->conf = &conf->forwards[i];
-                f->pool = r->pool;
-                f->eng = &r->eng;
-                f->listener.fd = -1;
-                f->last_good = -1;
-                f->stats.candidate = -1;
                 f->accepted = sf_conn_new;
                 f->conn_gone = on_conn_gone;
                 f->fatal = on_fwd_fatal;
-        }
-        /* Token files are read before binding and before privileges are dropped: a problem
-         * with them is a configuration error, and they may be readable by root only. */
-        for (size_t i = 0; i < r->n_fwds; i++) {
-                struct sf_fwd *f = &r->fwds[i];
-                if (f->conf->auth != SF_AUTH_TOKEN)
-                        continue;
-                f->token_file = sf_conf_token_file(conf, f->conf);
-                int e = f->token_file ? sf_token_load(f->token_file, conf, &f->key) : -EINVAL;
-                if (!f->token_file)
-                        sf_log(SF_LOG_ERROR, f->conf->name, 0,
-                               "auth = token needs a token-file (create one with sockferry keygen -o FILE)");
+                int e = sf_fwd_init(f, conf, &conf->forwards[i], loop, r->pool, &r->eng);
                 if (e < 0) {
                         sf_relay_free(r);
                         return e;
                 }
-                f->has_key = true;
         }
         *out = r;
         return 0;
@@ -207,14 +187,8 @@ static void on_drain_timeout(uv_timer_t *t) {
         if (n)
                 sf_log(SF_LOG_WARN, NULL, 0, "drain timeout: closing %zu connection%s still open", n,
                        n == 1 ? "" : "s");
-        for (size_t i = 0; i < relay->n_fwds; i++) {
-                struct sf_conn *c = relay->fwds[i].conns;
-                while (c) {
-                        struct sf_conn *next = sf_conn_next(c);
-                        sf_conn_close(c, "drain timeout");
-                        c = next;
-                }
-        }
+        for (size_t i = 0; i < relay->n_fwds; i++)
+                sf_conn_close_all(&relay->fwds[i], "drain timeout");
 }
 
 void sf_relay_stop(struct sf_relay *relay, uint64_t drain_ms, sf_relay_stopped_cb cb, void *data) {
@@ -267,11 +241,8 @@ void sf_relay_free(struct sf_relay *relay) {
         if (!relay)
                 return;
         sf_engine_free(&relay->eng);
-        for (size_t i = 0; i < relay->n_fwds; i++) {
-                sf_listener_close(&relay->fwds[i].listener);
-                sodium_memzero(&relay->fwds[i].key, sizeof relay->fwds[i].key);
-                sf_preauth_free(&relay->fwds[i].preauth);
-        }
+        for (size_t i = 0; i < relay->n_fwds; i++)
+                sf_fwd_free(&relay->fwds[i]);
         sf_bufpool_free(relay->pool);
         free(relay->fwds);
         free(relay);

@@ -46,10 +46,10 @@ typedef void (*sf_relay_fatal_cb)(struct sf_relay *relay, int err, void *data);
  * is logged already. The owner decides what follows, normally sf_relay_stop(). */
 void sf_relay_on_fatal(struct sf_relay *relay, sf_relay_fatal_cb cb, void *data);
 
-/* Runs the loop until the relay has stopped and libuv has no handle left, in place of
- * uv_run(loop, UV_RUN_DEFAULT): on the Linux engine the relay's listeners and connections are
- * served only by this (relay/engine.h). relay may be NULL. The process must ignore SIGPIPE: the
- * Linux engine's pipe path, which moves bulk data, has no MSG_NOSIGNAL. */
+/* Runs the loop until the relay has stopped and libuv has no handle left, in place of uv_run(loop,
+ * UV_RUN_DEFAULT): on the Linux engine the relay's listeners and connections are served only by
+ * this (relay/engine/engine.h). relay may be NULL. The process must ignore SIGPIPE: the Linux
+ * engine's pipe path, which moves bulk data, has no MSG_NOSIGNAL. */
 void sf_relay_run(uv_loop_t *loop, struct sf_relay *relay);
 
 /* Frees the relay after it stopped (or was never started); removes its unix sockets. NULL-safe. */

@@ -8,10 +8,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "relay/safedir.h"
-#include "relay/sockpath.h"
+#include "relay/listen/safedir.h"
+#include "relay/listen/sockpath.h"
 
-/* The alias's directory, pinned and checked (relay/safedir.h), and its last component: every
+/* The alias's directory, pinned and checked (relay/listen/safedir.h), and its last component: every
  * change goes through the fd, while the working directory is that directory (the probe's
  * connect() and the mount-point check take a path). */
 struct at {

@@ -15,11 +15,11 @@ enum sf_alias_result {
         SF_ALIAS_UNSAFE,      /* a directory or link on the way is not safe: refused, logged */
 };
 
-/* Looks at f->alias (which must be set) and puts a link to the listen socket there when the path is missing, an
- * empty directory that is not a mount point, or a socket nothing listens on. The alias's
- * directories must pass the same policy as a listen path's (relay/safedir.h, with c's `user`).
- * Logs what it found and did. Call after the listen socket is bound, at start-up only (it
- * changes the working directory for a moment). */
+/* Looks at f->alias (which must be set) and puts a link to the listen socket there when the path is
+ * missing, an empty directory that is not a mount point, or a socket nothing listens on. The
+ * alias's directories must pass the same policy as a listen path's (relay/listen/safedir.h, with
+ * c's `user`). Logs what it found and did. Call after the listen socket is bound, at start-up only
+ * (it changes the working directory for a moment). */
 enum sf_alias_result sf_alias_apply(const struct sf_forward *f, const struct sf_conf *c);
 
 /* True when clients connecting to the alias depend on the preload library. */

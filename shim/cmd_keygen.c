@@ -3,7 +3,7 @@
 #include <stdio.h>
 
 #include "conf/log.h"
-#include "relay/token.h"
+#include "relay/link/token.h"
 #include "shim/cli.h"
 
 static void keygen_help(void) {

@@ -4,10 +4,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "relay/sockpath.h"
+#include "relay/listen/sockpath.h"
 #include "shim/cli.h"
 
-/* Exit statuses, documented in --help, README.md and DESIGN.md. */
+/* Exit statuses, documented in --help, README.md and sockferry(1). */
 enum {
         PROBE_LIVE = 0,
         PROBE_STALE = 1,

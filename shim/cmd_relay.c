@@ -9,9 +9,9 @@
 #include <uv.h>
 
 #include "conf/log.h"
-#include "relay/control.h"
+#include "relay/control/control.h"
 #include "relay/relay.h"
-#include "relay/sandbox.h"
+#include "relay/sys/sandbox.h"
 #include "shim/cli.h"
 #include "shim/confsearch.h"
 #include "shim/notify.h"
@@ -134,7 +134,7 @@ int sf_cmd_relay(int argc, char **argv) {
         signal(SIGPIPE, SIG_IGN);
         sf_cli_raise_nofile();
         /* Before the loop exists: libuv >= 1.45 would set up an io_uring ring in uv_loop_init,
-         * which the sandbox must refuse later (relay/sandbox.h). */
+         * which the sandbox must refuse later (relay/sys/sandbox.h). */
         int prepared = conf.seccomp ? sf_sandbox_prepare() : -ENOSYS;
         if (prepared < 0 && prepared != -ENOSYS && prepared != -ENOTSUP) {
                 sf_conf_free(&conf);
@@ -166,7 +166,7 @@ int sf_cmd_relay(int argc, char **argv) {
         }
         sf_relay_on_fatal(m.relay, on_fatal, &m);
         /* Bound, tokens read, privileges dropped, loop handles set up: from here on the relay
-         * only moves bytes, and the sandbox allows no more than that (relay/sandbox.h). */
+         * only moves bytes, and the sandbox allows no more than that (relay/sys/sandbox.h). */
         int sandbox = conf.seccomp ? sf_sandbox_apply(&loop) : -ENOSYS;
         if (sandbox < 0 && sandbox != -ENOSYS && sandbox != -ENOTSUP) {
                 m.failed = true;

@@ -10,7 +10,7 @@
 #include <linux/capability.h>
 #include <uv.h>
 
-#include "relay/control.h"
+#include "relay/control/control.h"
 #include "relay/relay.h"
 #include "shim/alias.h"
 #include "shim/cli.h"

@@ -10,7 +10,7 @@
 
 #include "conf/log.h"
 #include "conf/platform.h"
-#include "relay/control.h"
+#include "relay/control/control.h"
 #include "shim/cli.h"
 #include "shim/confsearch.h"
 #include "shim/netio.h"

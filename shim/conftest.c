@@ -10,9 +10,9 @@
 #include <sodium.h>
 
 #include "conf/log.h"
-#include "relay/listener.h"
-#include "relay/sockpath.h"
-#include "relay/token.h"
+#include "relay/link/token.h"
+#include "relay/listen/listener.h"
+#include "relay/listen/sockpath.h"
 #include "shim/cli.h"
 
 /* Loads the forward's token file as the relay would. Returns 0 or SF_EX_CONFIG, logged. */

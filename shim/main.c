@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "relay/token.h"
+#include "relay/link/token.h"
 #include "shim/cli.h"
 
 static const struct {

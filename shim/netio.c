@@ -11,8 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "relay/linkmsg.h"
-#include "relay/platform.h"
+#include "relay/link/messages.h"
+#include "relay/sys/platform.h"
 
 int64_t sf_netio_now_ms(void) {
         struct timespec ts;

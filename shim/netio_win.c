@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "relay/linkmsg.h"
+#include "relay/link/messages.h"
 
 /* netio on Windows: a connection is a TCP socket or a named pipe opened for overlapped I/O,
  * kept in a slot whose index the callers hold as their int. */

@@ -8,7 +8,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "relay/platform.h"
+#include "relay/sys/platform.h"
 
 int sf_notify(const char *state) {
         const char *path = getenv("NOTIFY_SOCKET");

@@ -62,6 +62,11 @@ char *sf_win_strerror(int err) {
         return strerror(err);
 }
 
+/* The one Win32 error -> errno map of the Windows build (relay/, shim/, compat/). Where libuv
+ * maps a code (uv_translate_sys_error) this agrees with it: a name that is not valid is ENOENT,
+ * a file another program holds open without sharing it (or locked) is EBUSY. ERROR_PIPE_BUSY is
+ * EAGAIN, not libuv's EBUSY: for the dialer every instance being busy is a full backlog, retried
+ * until connect-timeout. */
 int sf_win_errno(unsigned long err) {
         switch (err) {
         case ERROR_PIPE_BUSY: return EAGAIN;
@@ -69,9 +74,17 @@ int sf_win_errno(unsigned long err) {
         case ERROR_PATH_NOT_FOUND:
         case ERROR_BAD_PATHNAME:
         case ERROR_INVALID_NAME: return ENOENT;
+        case ERROR_DIRECTORY: return ENOTDIR;
         case ERROR_ACCESS_DENIED: return EACCES;
+        case ERROR_SHARING_VIOLATION:
+        case ERROR_LOCK_VIOLATION: return EBUSY;
+        case ERROR_FILE_EXISTS:
+        case ERROR_ALREADY_EXISTS: return EEXIST;
         case ERROR_NOT_ENOUGH_MEMORY:
         case ERROR_OUTOFMEMORY: return ENOMEM;
+        case ERROR_DISK_FULL:
+        case ERROR_HANDLE_DISK_FULL: return ENOSPC;
+        case ERROR_FILENAME_EXCED_RANGE: return ENAMETOOLONG;
         case ERROR_TOO_MANY_OPEN_FILES: return EMFILE;
         case ERROR_SEM_TIMEOUT: return ETIMEDOUT;
         case ERROR_BROKEN_PIPE:

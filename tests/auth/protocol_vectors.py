@@ -2,7 +2,7 @@
 """sockferry/1 test vectors, computed with nothing but the Python standard library.
 
 This is a second, independent implementation of the frames of doc/PROTOCOL.md (the first is
-relay/handshake.c): `protocol_vectors.py` prints the vector blocks for the document,
+relay/link/frames.c): `protocol_vectors.py` prints the vector blocks for the document,
 `protocol_vectors.py --check doc/PROTOCOL.md` recomputes every block found there and fails
 on any difference, so the document, this script and the C code cannot drift apart.
 """

@@ -2,7 +2,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "relay/handshake.h"
+#include "relay/link/frames.h"
 
 static struct sf_hs_key key;
 static uint8_t snonce[SF_HS_NONCE_LEN], cnonce[SF_HS_NONCE_LEN];

@@ -12,7 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "relay/token.h"
+#include "relay/link/token.h"
 
 #define HEX32 "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
 

@@ -1,4 +1,4 @@
-/* Checks every ```sf-vector block of doc/PROTOCOL.md against relay/handshake.c, so the
+/* Checks every ```sf-vector block of doc/PROTOCOL.md against relay/link/frames.c, so the
  * specification cannot drift from the code (tests/auth/protocol_vectors.py checks the same
  * blocks against an independent Python implementation). */
 #include <criterion/criterion.h>
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "relay/handshake.h"
+#include "relay/link/frames.h"
 
 #define MAX_VECTORS 16
 #define FIELD_MAX 1024

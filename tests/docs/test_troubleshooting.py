@@ -32,7 +32,7 @@ def source_strings(root):
     """Every string literal of the sources, adjacent ones joined, conversions as '…'."""
     out = []
     for d in SOURCE_DIRS:
-        for path in sorted((root / d).glob("*.[ch]")):
+        for path in sorted((root / d).rglob("*.[ch]")):
             text = path.read_text(encoding="utf-8")
             text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
             for run in LITERAL_RUN.finditer(text):

@@ -20,7 +20,7 @@ SOCKFERRY = os.environ.get("SOCKFERRY", "sockferry")
 SOURCE_ROOT = os.environ.get("SF_SOURCE_ROOT", os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
 # Under valgrind (SF_VALGRIND=1) every relay runs under memcheck and must exit clean.
 VALGRIND = os.environ.get("SF_VALGRIND") == "1"
-# The relay's engine (relay/engine.h), set by meson: "linux" (epoll, splice, seccomp) or
+# The relay's engine (relay/engine/engine.h), set by meson: "linux" (epoll, splice, seccomp) or
 # "portable" (libuv streams, what macOS runs). Tests of one engine's mechanism check the other
 # engine's behaviour instead.
 ENGINE = os.environ.get("SF_ENGINE", "linux")

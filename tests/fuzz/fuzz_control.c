@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "relay/control.h"
+#include "relay/control/control.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,11 +1,11 @@
-/* libFuzzer target: the three frame parsers of relay/handshake.c on arbitrary bytes, and
+/* libFuzzer target: the three frame parsers of relay/link/frames.c on arbitrary bytes, and
  * build → parse round trips driven by the input so the authenticated branches are reached too. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "relay/handshake.h"
+#include "relay/link/frames.h"
 
 static struct sf_hs_key key;
 static const uint8_t snonce[SF_HS_NONCE_LEN] = { 0x40, 0x41, 0x42, 0x43, 0x44, 0x45, 0x46, 0x47 };

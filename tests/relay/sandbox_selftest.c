@@ -1,4 +1,4 @@
-/* The relay's seccomp sandbox (relay/sandbox.c), from outside: each case runs in a child that
+/* The relay's seccomp sandbox (relay/sys/sandbox.c), from outside: each case runs in a child that
  * sets the sandbox up as the relay does (sf_sandbox_prepare, a libuv loop, sf_sandbox_apply)
  * and then makes its system calls. What the relay does at steady state must still work, with
  * the loop running (libuv >= 1.45 would use io_uring there); hostile calls must kill the child
@@ -22,7 +22,7 @@
 #include <uv.h>
 
 #include "conf/log.h"
-#include "relay/sandbox.h"
+#include "relay/sys/sandbox.h"
 
 #ifndef AF_VSOCK
 #define AF_VSOCK 40

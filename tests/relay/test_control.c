@@ -3,7 +3,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "relay/control.h"
+#include "relay/control/control.h"
 
 static int parse(const char *s, enum sf_stats_format *fmt) {
         return sf_control_request_parse(s, strlen(s), fmt);

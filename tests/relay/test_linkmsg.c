@@ -4,8 +4,8 @@
 #include <string.h>
 
 #include "conf/endpoint.h"
-#include "relay/linkmsg.h"
-#include "relay/platform.h"
+#include "relay/link/messages.h"
+#include "relay/sys/platform.h"
 
 Test(linkmsg, status_kinds) {
         char out[512];

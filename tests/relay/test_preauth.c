@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "relay/preauth.h"
+#include "relay/conn/preauth_budget.h"
 
 static struct sf_preauth pa;
 static struct sf_preauth_node *evicted[4096];
@@ -56,7 +56,7 @@ Test(preauth, full_budget_evicts_the_oldest_in_arrival_order) {
         struct sf_preauth_node n[12];
         char addr[32];
         fill(n, 8);
-        cr_assert_eq(pa.count, 8);
+        cr_assert_eq(pa.all.n, 8);
         for (int i = 8; i < 12; i++) {
                 snprintf(addr, sizeof addr, "10.0.1.%d", i);
                 v4(&n[i], addr);
@@ -65,11 +65,11 @@ Test(preauth, full_budget_evicts_the_oldest_in_arrival_order) {
         cr_assert_eq(n_evicted, 4);
         for (int i = 0; i < 4; i++) {
                 cr_assert_eq(evicted[i], &n[i], "eviction %d took node %ld", i, (long)(evicted[i] - n));
-                cr_assert_not(n[i].in);
+                cr_assert_not(n[i].all.linked);
         }
-        cr_assert_eq(pa.count, 8);
-        cr_assert_eq(pa.oldest, &n[4]);
-        cr_assert_eq(pa.newest, &n[11]);
+        cr_assert_eq(pa.all.n, 8);
+        cr_assert_eq(pa.all.first, &n[4].all);
+        cr_assert_eq(pa.all.last, &n[11].all);
 }
 
 Test(preauth, a_node_that_authenticated_is_never_evicted) {
@@ -78,15 +78,15 @@ Test(preauth, a_node_that_authenticated_is_never_evicted) {
         sf_preauth_remove(&pa, &n[0]); /* authenticated: out of the budget */
         sf_preauth_remove(&pa, &n[0]); /* and its close after that changes nothing */
         sf_preauth_remove(&pa, &n[3]);
-        cr_assert_eq(pa.count, 6);
+        cr_assert_eq(pa.all.n, 6);
         v4(&n[8], "10.0.2.1");
         cr_assert_eq(sf_preauth_add(&pa, &n[8]), 0);
-        cr_assert_eq(pa.count, 7);
+        cr_assert_eq(pa.all.n, 7);
         cr_assert_null(sf_preauth_victim(&pa, &n[8]));
         /* out of descriptors: the oldest still unauthenticated goes first */
         cr_assert(sf_preauth_evict_oldest(&pa));
         cr_assert_eq(evicted[0], &n[1]);
-        cr_assert_eq(pa.oldest, &n[2]);
+        cr_assert_eq(pa.all.first, &n[2].all);
 }
 
 Test(preauth, one_source_at_its_bound_evicts_its_own_oldest_only) {
@@ -106,24 +106,24 @@ Test(preauth, one_source_at_its_bound_evicts_its_own_oldest_only) {
         for (int i = 0; i < 7; i++)
                 cr_assert_eq(evicted[i], &flood[i]);
         for (int i = 0; i < 3; i++) {
-                cr_assert(a[i].in);
+                cr_assert(a[i].all.linked);
                 cr_assert_eq(sf_preauth_source_count(&pa, &a[i]), 1);
         }
         cr_assert_eq(sf_preauth_source_count(&pa, &flood[9]), 3);
-        cr_assert_eq(pa.count, 6);
+        cr_assert_eq(pa.all.n, 6);
         /* a newcomer sharing the flooder's address (one NAT address) pushes out the flooder's
          * oldest, and is itself the newest of that source */
         struct sf_preauth_node good;
         v4(&good, "198.51.100.7");
         sf_preauth_add(&pa, &good);
         cr_assert_eq(evicted[7], &flood[7]);
-        cr_assert(good.in);
+        cr_assert(good.all.linked);
         cr_assert_eq(sf_preauth_source_count(&pa, &good), 3);
         sf_preauth_remove(&pa, &good);
         sf_preauth_remove(&pa, &flood[8]);
         sf_preauth_remove(&pa, &flood[9]);
         cr_assert_eq(sf_preauth_source_count(&pa, &good), 0);
-        cr_assert_eq(pa.count, 3);
+        cr_assert_eq(pa.all.n, 3);
 }
 
 Test(preauth, source_keys) {
@@ -157,19 +157,22 @@ Test(preauth, table_stays_consistent_under_churn) {
                 sf_preauth_add(&pa, &n[i]);
                 if (i % 3 == 0)
                         sf_preauth_remove(&pa, &n[(seed >> 4) % (unsigned)(i + 1)]);
-                cr_assert_leq(pa.count, 64);
+                cr_assert_leq(pa.all.n, 64);
         }
         size_t total = 0;
-        for (struct sf_preauth_node *x = pa.oldest; x; x = x->next) {
-                cr_assert(x->in);
+        for (struct sf_list_node *xn = pa.all.first; xn; xn = xn->next) {
+                struct sf_preauth_node *x = sf_list_entry(xn, struct sf_preauth_node, all);
+                cr_assert(x->all.linked);
                 size_t same = 0;
-                for (struct sf_preauth_node *y = pa.oldest; y; y = y->next)
+                for (struct sf_list_node *yn = pa.all.first; yn; yn = yn->next) {
+                        struct sf_preauth_node *y = sf_list_entry(yn, struct sf_preauth_node, all);
                         same += memcmp(x->key, y->key, sizeof x->key) == 0;
+                }
                 cr_assert_eq(sf_preauth_source_count(&pa, x), same);
                 cr_assert_leq(same, 2);
                 total++;
         }
-        cr_assert_eq(total, pa.count);
+        cr_assert_eq(total, pa.all.n);
 }
 
 Test(preauth, eviction_log_lines_are_rate_limited) {

@@ -1,4 +1,4 @@
-/* The directory policy of listen paths and aliases (relay/safedir.h): owners and modes, and
+/* The directory policy of listen paths and aliases (relay/listen/safedir.h): owners and modes, and
  * the walk from / through real directories, links and missing parts. */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "relay/safedir.h"
+#include "relay/listen/safedir.h"
 
 #define NOBODY 65534
 

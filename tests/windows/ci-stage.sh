@@ -168,7 +168,7 @@ echo "$afunix"
         fail "AF_UNIX: expected WSAEAFNOSUPPORT from Wine, got exit $rc: $afunix (if Wine gained AF_UNIX, the unix-socket tests can run here)"
 
 # ---- 4. sockferry.exe end to end ----------------------------------------------------------------
-# The token file's checks (relay/tokenfile_win.c) in a harness of their own and through
+# The token file's checks (relay/link/tokenfile_win.c) in a harness of their own and through
 # sockferry.exe, then the relay end to end. Network namespaces and 198.18.x.x addresses: one
 # end-to-end suite at a time on this machine.
 WIN_CC="$cache/bin/x86_64-w64-mingw32-cc" SF_EXE="$exe" "$root/tests/windows/tokenfile.sh" ||

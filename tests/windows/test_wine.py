@@ -269,7 +269,7 @@ def stats(c):
 def settled(c):
     """The handle count once every connection is gone: a client that closed reads as the end of
     its request, which a byte-mode pipe learns only by the relay closing it after 2 s of
-    silence (relay/engine_uv_win.c)."""
+    silence (relay/engine/uv_win.c)."""
     wait_for(lambda: stats(c)[1] == 0, timeout=30, what="no active connection")
     return stats(c)[0]
 

@@ -1,4 +1,4 @@
-/* Token files on Windows (relay/tokenfile_win.c), as TAP: keygen's private file, the owner and
+/* Token files on Windows (relay/link/tokenfile_win.c), as TAP: keygen's private file, the owner and
  * access-list rule on real files and on descriptors built in memory, refusals and their
  * messages. Runs on Windows and under Wine; what Wine cannot show is reported as skipped with
  * the reason (tests/windows/tokenfile.sh). No criterion on Windows: plain TAP.
@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "conf/log.h"
-#include "relay/tokenfile.h"
+#include "relay/link/tokenfile.h"
 
 static char logged[4096];
 static int tests, failed;
@@ -378,6 +378,25 @@ int main(void) {
         logged[0] = '\0';
         r = sf_tokenfile_read(other, NULL, buf, sizeof buf, &n);
         ok(r == -ENOENT && said("create one with sockferry keygen -o"), "a missing file is refused with the keygen hint");
+
+        /* The one Win32 -> errno map (compat/win/posix.c), as libuv maps these codes. */
+        ok(sf_win_errno(ERROR_INVALID_NAME) == ENOENT && sf_win_errno(ERROR_BAD_PATHNAME) == ENOENT,
+           "a name that is not valid maps to ENOENT, as libuv maps it");
+        ok(sf_win_errno(ERROR_SHARING_VIOLATION) == EBUSY && sf_win_errno(ERROR_LOCK_VIOLATION) == EBUSY,
+           "a sharing or lock violation maps to EBUSY, as libuv maps it");
+        snprintf(other, sizeof other, "%s\bad<name", root);
+        logged[0] = '\0';
+        r = sf_tokenfile_read(other, NULL, buf, sizeof buf, &n);
+        ok(r == -ENOENT, "a token path with a character Windows does not allow is refused as not found");
+        snprintf(other, sizeof other, "%s\held", root);
+        r = sf_tokenfile_write(other, hex, strlen(hex), false);
+        HANDLE held = r == 0 ? CreateFileW(wide(other), GENERIC_READ, 0, NULL, OPEN_EXISTING, 0, NULL)
+                             : INVALID_HANDLE_VALUE;
+        logged[0] = '\0';
+        r = held == INVALID_HANDLE_VALUE ? 0 : sf_tokenfile_read(other, NULL, buf, sizeof buf, &n);
+        ok(r == -EBUSY, "a token file another program holds open without sharing is refused as busy");
+        if (held != INVALID_HANDLE_VALUE)
+                CloseHandle(held);
 
         logged[0] = '\0';
         r = sf_tokenfile_read("NUL", NULL, buf, sizeof buf, &n);

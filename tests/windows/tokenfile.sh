@@ -1,5 +1,5 @@
 #!/bin/sh
-# Token files on Windows (relay/tokenfile_win.c): builds tests/windows/tokenfile-test.c for
+# Token files on Windows (relay/link/tokenfile_win.c): builds tests/windows/tokenfile-test.c for
 # x86_64-windows-gnu with zig and runs it under Wine in a throw-away prefix.
 #   tests/windows/tokenfile.sh [ZIG]
 # ZIG (or $ZIG): the zig binary (zig 0.11); or WIN_CC: a C compiler command for x86_64
@@ -48,7 +48,7 @@ if ! $cc -std=gnu11 -O2 -Wall -Wextra -Werror -Wno-unused-parameter \
         -Wno-missing-field-initializers -Wshadow -Wmissing-prototypes -Wstrict-prototypes -Wformat=2 -Wvla \
         -include "$src/compat/win/posix.h" -I "$src/compat/win/include" -D_WIN32_WINNT=0x0602 \
         -DWIN32_LEAN_AND_MEAN -I "$src" -o "$out/tokenfile-test.exe" \
-        "$src/tests/windows/tokenfile-test.c" "$src/relay/tokenfile_win.c" "$src/relay/winaccount.c" "$src/compat/win/posix.c" -ladvapi32 >"$tmp/cc.log" 2>&1; then
+        "$src/tests/windows/tokenfile-test.c" "$src/relay/link/tokenfile_win.c" "$src/relay/sys/account_win.c" "$src/compat/win/posix.c" -ladvapi32 >"$tmp/cc.log" 2>&1; then
         cat "$tmp/cc.log"
         echo "FAIL tokenfile (Windows): the harness does not build"
         exit 1

@@ -1,5 +1,5 @@
 #pragma once
-/* uname(2) reports the kernel: for the hints that name a VM's kernel (relay/sockpath.c).
+/* uname(2) reports the kernel: for the hints that name a VM's kernel (relay/listen/sockpath.c).
  * Windows has none of those (compat/win/README.md). */
 #include <errno.h>
 #include <string.h>

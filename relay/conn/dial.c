@@ -1,0 +1,341 @@
+#include "relay/conn/state.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/un.h>
+
+#include "conf/log.h"
+#include "relay/link/messages.h"
+
+/* Dialing the upstream: the candidates in order from the last good one, each name resolved
+ * and each of its addresses tried, a unix listener's full backlog retried, connect-timeout per
+ * candidate, failures logged when a candidate's state changes. */
+
+static void dial_next(struct sf_conn *c);
+static void try_next_addr(struct sf_conn *c);
+
+static void cand_log_failure(struct sf_conn *c, const char *cause) {
+        struct sf_fwd *fwd = c->fwd;
+        if (!fwd->cand_failing[c->cand]) {
+                fwd->cand_failing[c->cand] = true;
+                sf_log(SF_LOG_WARN, fname(c), c->id, "connect %s: %s", cand_ep(c)->text, cause);
+        } else {
+                sf_log(SF_LOG_DEBUG, fname(c), c->id, "connect %s: %s", cand_ep(c)->text, cause);
+        }
+}
+
+void sf_conn_drop_upstream(struct sf_conn *c) {
+        sf_sock_close(c->fwd->eng, &c->sock[UPSTREAM]);
+        c->rd[UPSTREAM] = c->wr[UPSTREAM] = c->rdhup[UPSTREAM] = false;
+}
+
+/* A candidate failed: remember why, log on state change only, try the next one. */
+static void cand_failed(struct sf_conn *c, int e, const char *detail) {
+        const struct sf_endpoint *ep = cand_ep(c);
+        char cause[220];
+
+        uv_timer_stop(&c->timer);
+
+        if (detail)
+                snprintf(cause, sizeof cause, "%s", detail);
+        else
+                sf_link_connect_cause(ep, e, cause, sizeof cause);
+        snprintf(c->dial_error, sizeof c->dial_error, "connect %s: %s", ep->text, cause);
+        c->dial_errno = e;
+        cand_log_failure(c, cause);
+
+        if (c->ai_list) {
+                freeaddrinfo(c->ai_list);
+                c->ai_list = c->ai_next = NULL;
+        }
+        sf_conn_drop_upstream(c);
+        c->cand = (c->cand + 1) % (int)c->fwd->conf->n_connect;
+        c->tries++;
+        dial_next(c);
+}
+
+static void all_candidates_failed(struct sf_conn *c) {
+        struct sf_fwd *fwd = c->fwd;
+        struct sf_relay_stats *st = &fwd->stats;
+        uint64_t *counter = c->dial_errno == ETIMEDOUT ? &st->err_timeout
+                            : c->dial_errno == ECONNREFUSED || c->dial_errno == ENOENT ? &st->err_refused
+                                                                                        : &st->err_other;
+        char msg[256];
+        if (fwd->conf->n_connect > 1)
+                snprintf(msg, sizeof msg, "upstream unavailable: no candidate answered; last: %s", c->dial_error);
+        else
+                snprintf(msg, sizeof msg, "upstream unavailable: %s", c->dial_error);
+        note_error(c, counter, msg);
+        if (sf_fwd_ratelimit(fwd))
+                sf_log(SF_LOG_ERROR, fname(c), c->id, "%s; closing the client connection", msg);
+        if (c->hs_server)
+                sf_conn_status_and_linger(c, SF_HS_UPSTREAM_UNAVAILABLE, c->dial_error);
+        else
+                sf_conn_close(c, msg);
+}
+
+static void upstream_connected(struct sf_conn *c) {
+        struct sf_fwd *fwd = c->fwd;
+        if (fwd->cand_failing[c->cand]) {
+                fwd->cand_failing[c->cand] = false;
+                sf_log(SF_LOG_INFO, fname(c), c->id, "connect %s: reachable again", cand_ep(c)->text);
+        }
+        if (fwd->last_good != c->cand)
+                sf_log(SF_LOG_DEBUG, fname(c), c->id, "using %s", cand_ep(c)->text);
+        fwd->last_good = c->cand;
+        fwd->stats.candidate = c->cand;
+        if (c->upstream_family == AF_INET || c->upstream_family == AF_INET6)
+                sf_sock_nodelay(&c->sock[UPSTREAM]);
+        /* A socket that just connected has an empty send buffer. */
+        c->wr[UPSTREAM] = true;
+        uv_timer_stop(&c->timer);
+
+        if (fwd->has_key && is_net_family(c->upstream_family)) {
+                c->state = ST_AWAIT_HELLO;
+                c->hs_len = 0;
+                sf_conn_timer_arm(c, fwd->conf->handshake_timeout_ms);
+                sf_conn_progress(c);
+                return;
+        }
+        if (c->hs_server && !sf_conn_server_confirm(c))
+                return;
+        c->greeting_check = is_net_family(c->upstream_family);
+        sf_conn_start_relaying(c);
+}
+
+static int sockaddr_for(const struct sf_endpoint *ep, struct sockaddr_storage *ss, socklen_t *len) {
+        memset(ss, 0, sizeof *ss);
+        if (ep->kind == SF_EP_NPIPE)
+                return AF_UNIX; /* a local stream too; dialed by name */
+        if (ep->kind == SF_EP_UNIX || ep->kind == SF_EP_ABSTRACT) {
+                struct sockaddr_un *sa = (struct sockaddr_un *)ss;
+                size_t n = strlen(ep->path);
+                sa->sun_family = AF_UNIX;
+                if (ep->kind == SF_EP_ABSTRACT) {
+                        memcpy(sa->sun_path + 1, ep->path, n);
+                        *len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+                } else {
+                        memcpy(sa->sun_path, ep->path, n);
+                        *len = sizeof *sa;
+                }
+                return AF_UNIX;
+        }
+        if (ep->kind == SF_EP_VSOCK) {
+                int r = sf_vsock_sockaddr(ep->cid, ep->port, ss, len);
+                return r < 0 ? r : sf_af_vsock;
+        }
+        struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+        if (inet_pton(AF_INET, ep->host, &s4->sin_addr) == 1) {
+                s4->sin_family = AF_INET;
+                s4->sin_port = htons((uint16_t)ep->port);
+                *len = sizeof *s4;
+                return AF_INET;
+        }
+        if (inet_pton(AF_INET6, ep->host, &s6->sin6_addr) == 1) {
+                s6->sin6_family = AF_INET6;
+                s6->sin6_port = htons((uint16_t)ep->port);
+                *len = sizeof *s6;
+                return AF_INET6;
+        }
+        return -1; /* a name: resolve first */
+}
+
+/* Starts a non-blocking connect to addr. Returns 0 when connected or in progress (an event
+ * says when it is done), -errno on failure. */
+static int connect_addr(struct sf_conn *c, const struct sockaddr *addr, socklen_t len, bool *in_progress) {
+        *in_progress = false;
+        c->upstream_family = addr->sa_family;
+        c->dir[UPSTREAM].copy_only = addr->sa_family == AF_UNIX;
+        return sf_sock_connect(c->fwd->eng, &c->sock[UPSTREAM], addr, len, in_progress);
+}
+
+static uint64_t remaining_ms(struct sf_conn *c) {
+        uint64_t now = uv_now(c->fwd->loop);
+        return c->dial_deadline > now ? c->dial_deadline - now : 1;
+}
+
+static void try_next_addr(struct sf_conn *c) {
+        int last = EHOSTUNREACH;
+        while (c->ai_next) {
+                struct addrinfo *ai = c->ai_next;
+                c->ai_next = ai->ai_next;
+                bool in_progress;
+                int r = connect_addr(c, ai->ai_addr, ai->ai_addrlen, &in_progress);
+                if (r == 0) {
+                        if (in_progress) {
+                                sf_conn_timer_arm(c, remaining_ms(c));
+                        } else {
+                                upstream_connected(c);
+                        }
+                        return;
+                }
+                last = -r;
+        }
+        cand_failed(c, last, NULL);
+}
+
+static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res) {
+        struct gai_req *g = (struct gai_req *)req;
+        struct sf_conn *c = g->conn;
+        free(g);
+        if (!c) {
+                uv_freeaddrinfo(res);
+                return;
+        }
+        c->gai = NULL;
+        if (status < 0) {
+                char cause[200];
+                sf_link_resolve_cause(cand_ep(c), uv_strerror(status), cause, sizeof cause);
+                uv_freeaddrinfo(res);
+                uv_timer_stop(&c->timer);
+                cand_failed(c, EHOSTUNREACH, cause);
+                return;
+        }
+        c->ai_list = c->ai_next = res;
+        try_next_addr(c);
+}
+
+static void dial_candidate(struct sf_conn *c) {
+        const struct sf_endpoint *ep = cand_ep(c);
+        struct sockaddr_storage ss;
+        socklen_t len;
+        int family = sockaddr_for(ep, &ss, &len);
+
+        if (family == -EAFNOSUPPORT) {
+                cand_failed(c, EAFNOSUPPORT, NULL);
+                return;
+        }
+        if (family < 0) {
+                struct gai_req *g = calloc(1, sizeof *g);
+                char port[16];
+                struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV | AI_ADDRCONFIG };
+                if (!g) {
+                        cand_failed(c, ENOMEM, NULL);
+                        return;
+                }
+                g->conn = c;
+                snprintf(port, sizeof port, "%u", ep->port);
+                int r = uv_getaddrinfo(c->fwd->loop, &g->req, on_resolved, ep->host, port, &hints);
+                if (r < 0) {
+                        free(g);
+                        cand_failed(c, -r, NULL);
+                        return;
+                }
+                c->gai = g;
+                sf_conn_timer_arm(c, remaining_ms(c));
+                return;
+        }
+        bool in_progress;
+        int r;
+        if (ep->kind == SF_EP_NPIPE) {
+                c->upstream_family = AF_UNIX;
+                c->dir[UPSTREAM].copy_only = true;
+                r = sf_sock_connect_pipe(c->fwd->eng, &c->sock[UPSTREAM], ep->pipe, &in_progress);
+        } else {
+                r = connect_addr(c, (struct sockaddr *)&ss, len, &in_progress);
+        }
+        bool retry = r == -EAGAIN && family == AF_UNIX;
+        if (r == -EMFILE || r == -ENFILE) {
+                /* The accept took the last descriptor: stop accepting more, and let this
+                 * client wait for one as it would in the backlog. */
+                char what[300];
+                snprintf(what, sizeof what, "connect %s", ep->text);
+                sf_fwd_pause_out_of_fds(c->fwd, what, -r);
+                retry = true;
+        }
+        if (retry) {
+                /* Also a unix listener with a full backlog (the kernel does not queue us) or a
+                 * named pipe with every instance busy: retry shortly until connect-timeout
+                 * rather than failing a burst of clients. */
+                if (uv_now(c->fwd->loop) + DIAL_RETRY_MS < c->dial_deadline) {
+                        sf_conn_timer_arm(c, DIAL_RETRY_MS);
+                        return;
+                }
+                if (r == -EAGAIN)
+                        r = -ETIMEDOUT;
+        }
+        if (r < 0) {
+                cand_failed(c, -r, NULL);
+                return;
+        }
+        if (in_progress) {
+                sf_conn_timer_arm(c, remaining_ms(c));
+        } else {
+                upstream_connected(c);
+        }
+}
+
+static void dial_next(struct sf_conn *c) {
+        if (c->closing)
+                return;
+        if (c->tries >= c->fwd->conf->n_connect) {
+                all_candidates_failed(c);
+                return;
+        }
+        c->dial_deadline = uv_now(c->fwd->loop) + c->fwd->conf->connect_timeout_ms;
+        dial_candidate(c);
+}
+
+void sf_conn_dial_start(struct sf_conn *c) {
+        c->state = ST_DIALING;
+        c->tries = 0;
+        c->cand = c->fwd->last_good >= 0 ? c->fwd->last_good : 0;
+        dial_next(c);
+}
+
+void sf_conn_dial_ready(struct sf_conn *c, uint32_t events) {
+        int err = 0;
+        /* A failed connect always reports an error or a hang-up: plain writable is success,
+         * and spares asking for the socket's error per connection. */
+        if (!(events & SF_EV_OUT) || (events & (SF_EV_ERR | SF_EV_HUP)))
+                err = sf_sock_error(&c->sock[UPSTREAM]);
+        if (!err && !(events & SF_EV_OUT))
+                return; /* still connecting */
+        if (err) {
+                if (c->ai_next) {
+                        /* The name has another address: try it. */
+                        uv_timer_stop(&c->timer);
+                        c->dial_errno = err;
+                        sf_conn_drop_upstream(c);
+                        try_next_addr(c);
+                        return;
+                }
+                cand_failed(c, err, NULL);
+                return;
+        }
+        uv_timer_stop(&c->timer);
+        upstream_connected(c);
+}
+
+void sf_conn_dial_timeout(struct sf_conn *c) {
+        if (c->gai || sf_sock_is_open(&c->sock[UPSTREAM]) || uv_now(c->fwd->loop) + DIAL_RETRY_MS >= c->dial_deadline) {
+                if (c->gai) {
+                        c->gai->conn = NULL;
+                        uv_cancel((uv_req_t *)&c->gai->req);
+                        c->gai = NULL;
+                }
+                char cause[200];
+                sf_link_timeout_cause(cand_ep(c), c->fwd->conf->connect_timeout_ms, cause, sizeof cause);
+                cand_failed(c, ETIMEDOUT, cause);
+                return;
+        }
+        dial_candidate(c); /* unix backlog retry */
+}
+
+void sf_conn_dial_cancel(struct sf_conn *c) {
+        if (c->gai) {
+                c->gai->conn = NULL;
+                c->gai = NULL;
+        }
+        if (c->ai_list) {
+                freeaddrinfo(c->ai_list);
+                c->ai_list = c->ai_next = NULL;
+        }
+}

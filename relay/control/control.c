@@ -1,0 +1,274 @@
+#include "relay/control/control.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "conf/log.h"
+#include "relay/list.h"
+#include "relay/listen/listener.h"
+#include "relay/sys/platform.h"
+
+/* A client that connects and says nothing must not hold a slot for long. */
+#define REQUEST_TIMEOUT_MS 2000
+/* Requests are rare (a scraper, a person): a few at a time is plenty, more are turned away. */
+#define MAX_CLIENTS 8
+/* Clients beyond MAX_CLIENTS are accepted and closed, not left to fail with EAGAIN. */
+#define LISTEN_BACKLOG 128
+#define REQUEST_EXPECTED "expected \"stats [text|json|prometheus]\""
+/* Refused peers are logged at most once per this many milliseconds (with a count). */
+#define REFUSED_LOG_INTERVAL_MS 10000
+
+struct client {
+        struct sf_list_node node; /* in ctl->clients */
+        struct sf_control *ctl;
+        uv_pipe_t pipe;
+        uv_timer_t timer;
+        uv_write_t write_req;
+        uv_shutdown_t shutdown_req;
+        unsigned pending_closes;
+        bool closing;
+        bool answered;
+        char line[SF_CONTROL_LINE_MAX];
+        size_t len;
+        char *answer;
+        size_t answer_len;
+};
+
+struct sf_control {
+        const struct sf_conf *conf;
+        const struct sf_relay *relay;
+        struct sf_listener listener; /* serves through a libuv stream of its own */
+        struct sf_list clients;
+        bool closing;
+        unsigned long long refused; /* connections from another user, in all */
+        uint64_t refused_logged_at; /* uv_now of the last line about them; 0: none yet */
+};
+
+
+static bool is_blank(char ch) {
+        return ch == ' ' || ch == '\t';
+}
+
+int sf_control_request_parse(const char *buf, size_t len, enum sf_stats_format *fmt) {
+        const char *nl = memchr(buf, '\n', len < SF_CONTROL_LINE_MAX ? len : SF_CONTROL_LINE_MAX);
+        if (!nl)
+                return len >= SF_CONTROL_LINE_MAX ? -EMSGSIZE : 0;
+
+        /* Split the line into at most three words; a third one is an error. */
+        char words[2][SF_CONTROL_LINE_MAX];
+        size_t n = 0;
+        const char *p = buf, *end = nl;
+        if (end > p && end[-1] == '\r')
+                end--;
+        while (p < end) {
+                while (p < end && is_blank(*p))
+                        p++;
+                if (p == end)
+                        break;
+                const char *w = p;
+                while (p < end && !is_blank(*p))
+                        p++;
+                if (n == 2 || memchr(w, '\0', (size_t)(p - w)))
+                        return -EINVAL;
+                memcpy(words[n], w, (size_t)(p - w));
+                words[n][p - w] = '\0';
+                n++;
+        }
+        if (n == 0 || strcmp(words[0], "stats") != 0)
+                return -EINVAL;
+        if (n == 1) {
+                *fmt = SF_STATS_TEXT;
+                return 1;
+        }
+        return sf_stats_format_parse(words[1], fmt) < 0 ? -EINVAL : 1;
+}
+
+static void control_maybe_free(struct sf_control *ctl) {
+        if (ctl->closing && sf_list_empty(&ctl->clients))
+                free(ctl);
+}
+
+static void on_client_closed(uv_handle_t *h) {
+        struct client *cl = h->data;
+        if (--cl->pending_closes > 0)
+                return;
+        struct sf_control *ctl = cl->ctl;
+        sf_list_remove(&ctl->clients, &cl->node);
+        free(cl->answer);
+        free(cl);
+        control_maybe_free(ctl);
+}
+
+static void client_close(struct client *cl) {
+        if (cl->closing)
+                return;
+        cl->closing = true;
+        cl->pending_closes = 2;
+        uv_close((uv_handle_t *)&cl->pipe, on_client_closed);
+        uv_close((uv_handle_t *)&cl->timer, on_client_closed);
+}
+
+static void on_request_timeout(uv_timer_t *t) {
+        client_close(t->data);
+}
+
+static void on_shutdown(uv_shutdown_t *req, int status) {
+        if (status < 0)
+                client_close(req->data);
+}
+
+/* The answer is out: end our side and wait for the client's end (or the timer). Closing with
+ * request bytes still unread would reset the connection, and the reset can overtake the answer. */
+static void on_written(uv_write_t *req, int status) {
+        struct client *cl = req->data;
+        cl->shutdown_req.data = cl;
+        if (status < 0 || uv_shutdown(&cl->shutdown_req, (uv_stream_t *)&cl->pipe, on_shutdown) < 0)
+                client_close(cl);
+}
+
+static void client_answer(struct client *cl, int parsed, enum sf_stats_format fmt) {
+        FILE *out = open_memstream(&cl->answer, &cl->answer_len);
+        if (!out) {
+                client_close(cl);
+                return;
+        }
+        if (parsed == 1) {
+                struct sf_proc_stats p;
+                sf_proc_stats_read(&p);
+                sf_stats_render(out, fmt, cl->ctl->conf, cl->ctl->relay, &p);
+        } else if (parsed == -EMSGSIZE) {
+                fprintf(out, "error: request longer than %d bytes without a newline; " REQUEST_EXPECTED "\n",
+                        SF_CONTROL_LINE_MAX - 1);
+        } else {
+                fputs("error: unknown request; " REQUEST_EXPECTED "\n", out);
+        }
+        if (fclose(out) != 0) {
+                client_close(cl);
+                return;
+        }
+        cl->answered = true;
+        uv_timer_start(&cl->timer, on_request_timeout, REQUEST_TIMEOUT_MS, 0);
+        uv_buf_t buf = uv_buf_init(cl->answer, (unsigned)cl->answer_len);
+        cl->write_req.data = cl;
+        if (uv_write(&cl->write_req, (uv_stream_t *)&cl->pipe, &buf, 1, on_written) < 0)
+                client_close(cl);
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+        struct client *cl = h->data;
+        /* Once answered, whatever else the client sends is read into the line and dropped. */
+        if (cl->answered)
+                *buf = uv_buf_init(cl->line, sizeof cl->line);
+        else
+                *buf = uv_buf_init(cl->line + cl->len, (unsigned)(sizeof cl->line - cl->len));
+}
+
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
+        struct client *cl = s->data;
+        if (cl->closing)
+                return;
+        if (n < 0) {
+                client_close(cl);
+                return;
+        }
+        if (cl->answered)
+                return;
+        cl->len += (size_t)n;
+        enum sf_stats_format fmt;
+        int r = sf_control_request_parse(cl->line, cl->len, &fmt);
+        if (r != 0)
+                client_answer(cl, r, fmt);
+}
+
+/* Only root and the relay's own user may read the counters (they include the last error: peer
+ * addresses, token paths). An abstract socket (unix:@NAME) has no file mode, and a path's mode
+ * can be loosened by whoever owns its directory: the system's word on the peer is what counts
+ * (relay/sys/platform.h). */
+static bool peer_allowed(struct sf_control *ctl, struct client *cl) {
+        char who[96], allowed[64];
+        if (sf_peer_trusted((uv_stream_t *)&cl->pipe, who, sizeof who, allowed, sizeof allowed))
+                return true;
+        ctl->refused++;
+        uint64_t now = uv_now(cl->pipe.loop);
+        if (ctl->refused_logged_at != 0 && now - ctl->refused_logged_at < REFUSED_LOG_INTERVAL_MS)
+                return false;
+        ctl->refused_logged_at = now ? now : 1;
+        sf_log_warn("control %s: refused a connection from %s: only %s may read the stats "
+                    "(%llu refused in all; at most one such line every %d s)",
+                    ctl->conf->control.text, who, allowed, ctl->refused, REFUSED_LOG_INTERVAL_MS / 1000);
+        return false;
+}
+
+static void on_connection(uv_stream_t *server, int status) {
+        struct sf_control *ctl = server->data;
+        if (status < 0 || ctl->closing)
+                return;
+        struct client *cl = calloc(1, sizeof *cl);
+        if (!cl) {
+                sf_log_warn("control %s: out of memory; a request was not answered", ctl->conf->control.text);
+                return;
+        }
+        cl->ctl = ctl;
+        uv_pipe_init(server->loop, &cl->pipe, 0);
+        uv_timer_init(server->loop, &cl->timer);
+        cl->pipe.data = cl->timer.data = cl;
+        sf_list_push_back(&ctl->clients, &cl->node);
+        if (uv_accept(server, (uv_stream_t *)&cl->pipe) < 0 || !peer_allowed(ctl, cl) ||
+            ctl->clients.n > MAX_CLIENTS) {
+                client_close(cl);
+                return;
+        }
+        uv_timer_start(&cl->timer, on_request_timeout, REQUEST_TIMEOUT_MS, 0);
+        uv_read_start((uv_stream_t *)&cl->pipe, on_alloc, on_read);
+}
+
+int sf_control_new(uv_loop_t *loop, const struct sf_conf *conf, const struct sf_relay *relay,
+                   struct sf_control **out) {
+        struct sf_control *ctl = calloc(1, sizeof *ctl);
+        struct sf_forward *f = calloc(1, sizeof *f);
+        int r = -ENOMEM;
+        if (!ctl || !f) {
+                sf_log_error("control %s: out of memory", conf->control.text);
+                goto fail;
+        }
+        ctl->conf = conf;
+        ctl->relay = relay;
+        /* Bound like a forward's listen socket, so the same rules hold: exact mode from the
+         * first instant, stale socket replaced, anything else left alone. Only root (or the
+         * relay's own user) may read the counters. */
+        snprintf(f->name, sizeof f->name, "control");
+        f->listen = conf->control;
+        f->mode = 0600;
+        r = sf_listener_open(loop, f, conf, &ctl->listener);
+        if (r < 0)
+                goto fail;
+        r = sf_listener_serve(&ctl->listener, loop, LISTEN_BACKLOG, on_connection, ctl);
+        if (r < 0) {
+                sf_log_error("control %s: cannot serve: %s", conf->control.text, strerror(-r));
+                sf_listener_close(&ctl->listener);
+                goto fail;
+        }
+        free(f);
+        sf_log_info("control socket on %s", conf->control.text);
+        *out = ctl;
+        return 0;
+fail:
+        free(f);
+        free(ctl);
+        return r;
+}
+
+void sf_control_close(struct sf_control *ctl) {
+        if (!ctl)
+                return;
+        ctl->closing = true;
+        for (struct sf_list_node *n = ctl->clients.first; n; n = n->next)
+                client_close(sf_list_entry(n, struct client, node));
+        sf_listener_close(&ctl->listener);
+        control_maybe_free(ctl);
+}

@@ -1,0 +1,31 @@
+#pragma once
+/* The control socket (`control = unix:PATH`): a local client connects, sends one request line,
+ * gets the answer and the connection closes. The only request is `stats [text|json|prometheus]`,
+ * which `sockferry stats` sends. */
+#include <stddef.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "conf/conf.h"
+#include "relay/control/stats.h"
+#include "relay/relay.h"
+
+/* A request line is short; a client that sends more without a newline is cut off. */
+#define SF_CONTROL_LINE_MAX 64
+
+/* Parses what a control client sent so far: buf holds len bytes, not NUL-terminated, any
+ * content. Returns 1 with *fmt set once a whole line "stats [FORMAT]" is there (a trailing CR
+ * and runs of blanks are allowed); 0 when the line is not complete yet; -EMSGSIZE when
+ * SF_CONTROL_LINE_MAX bytes came without a newline; -EINVAL for any other line. Pure. */
+int sf_control_request_parse(const char *buf, size_t len, enum sf_stats_format *fmt);
+
+struct sf_control;
+
+/* Binds conf->control as a listen socket is bound (mode 0600, owner root or whoever runs us,
+ * a stale socket replaced, nothing else) and serves requests on loop. Returns 0 or -errno,
+ * logged. */
+int sf_control_new(uv_loop_t *loop, const struct sf_conf *conf, const struct sf_relay *relay,
+                   struct sf_control **out);
+/* Stops serving, closes every handle and removes the socket file; the memory is freed once
+ * libuv released the handles, so the loop must run once more. NULL-safe, not idempotent. */
+void sf_control_close(struct sf_control *ctl);

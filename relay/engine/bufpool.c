@@ -1,0 +1,55 @@
+#include "relay/engine/bufpool.h"
+
+#include <stdlib.h>
+
+struct free_buf {
+        struct free_buf *next;
+};
+
+struct sf_bufpool {
+        struct free_buf *free;
+        size_t n_free;
+        size_t max_free;
+};
+
+struct sf_bufpool *sf_bufpool_new(size_t max_free) {
+        struct sf_bufpool *p = calloc(1, sizeof *p);
+        if (p)
+                p->max_free = max_free;
+        return p;
+}
+
+void *sf_bufpool_get(struct sf_bufpool *pool) {
+        struct free_buf *b = pool->free;
+        if (b) {
+                pool->free = b->next;
+                pool->n_free--;
+                return b;
+        }
+        return malloc(SF_BUF_SIZE);
+}
+
+void sf_bufpool_put(struct sf_bufpool *pool, void *buf) {
+        if (!buf)
+                return;
+        /* Keep a bounded reserve: a burst of busy connections must not pin its peak memory. */
+        if (pool->n_free >= pool->max_free) {
+                free(buf);
+                return;
+        }
+        struct free_buf *b = buf;
+        b->next = pool->free;
+        pool->free = b;
+        pool->n_free++;
+}
+
+void sf_bufpool_free(struct sf_bufpool *pool) {
+        if (!pool)
+                return;
+        while (pool->free) {
+                struct free_buf *b = pool->free;
+                pool->free = b->next;
+                free(b);
+        }
+        free(pool);
+}

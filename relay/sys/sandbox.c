@@ -1,0 +1,360 @@
+#include "relay/sys/sandbox.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "conf/log.h"
+
+#ifdef SF_HAVE_SECCOMP
+
+#include <fcntl.h>
+#include <linux/netlink.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#define SF_UNDER_VALGRIND() (RUNNING_ON_VALGRIND != 0)
+#else
+#include <stdlib.h>
+#define SF_UNDER_VALGRIND() (getenv("LD_PRELOAD") && strstr(getenv("LD_PRELOAD"), "/vgpreload_"))
+#endif
+
+#ifndef AF_VSOCK
+#define AF_VSOCK 40
+#endif
+
+/* Allowed whatever their arguments. Collected with strace -f over the relay, auth and fault
+ * suites (a relay pair with auth, DNS names, the control socket, drain and stop). */
+static const int allowed[] = {
+        /* the loop and moving bytes */
+        SCMP_SYS(epoll_wait), SCMP_SYS(epoll_pwait), SCMP_SYS(epoll_ctl), SCMP_SYS(epoll_create1),
+        SCMP_SYS(read), SCMP_SYS(write), SCMP_SYS(readv), SCMP_SYS(writev), SCMP_SYS(close),
+        SCMP_SYS(accept4), SCMP_SYS(connect), SCMP_SYS(shutdown), SCMP_SYS(getsockopt),
+        SCMP_SYS(setsockopt), SCMP_SYS(getsockname), SCMP_SYS(getpeername), SCMP_SYS(sendto),
+        SCMP_SYS(recvfrom), SCMP_SYS(sendmsg), SCMP_SYS(recvmsg), SCMP_SYS(sendmmsg),
+        SCMP_SYS(recvmmsg), SCMP_SYS(fcntl), SCMP_SYS(poll), SCMP_SYS(ppoll), SCMP_SYS(eventfd2),
+        SCMP_SYS(pipe2), SCMP_SYS(splice), SCMP_SYS(timerfd_create), SCMP_SYS(timerfd_settime),
+        /* getaddrinfo: the netlink address dump of AI_ADDRCONFIG binds its socket; files below */
+        SCMP_SYS(bind),
+        /* time */
+        SCMP_SYS(clock_gettime), SCMP_SYS(clock_getres), SCMP_SYS(gettimeofday), SCMP_SYS(time),
+        SCMP_SYS(nanosleep), SCMP_SYS(clock_nanosleep),
+        /* memory (malloc, thread stacks, NSS modules getaddrinfo may load) */
+        SCMP_SYS(brk), SCMP_SYS(mmap), SCMP_SYS(munmap), SCMP_SYS(mremap), SCMP_SYS(mprotect),
+        SCMP_SYS(madvise),
+        /* the libuv threadpool (getaddrinfo runs there) */
+        SCMP_SYS(futex), SCMP_SYS(set_robust_list), SCMP_SYS(get_robust_list), SCMP_SYS(rseq),
+        SCMP_SYS(sched_yield), SCMP_SYS(sched_getaffinity), SCMP_SYS(exit), SCMP_SYS(exit_group),
+        SCMP_SYS(gettid), SCMP_SYS(getpid), SCMP_SYS(getuid), SCMP_SYS(geteuid), SCMP_SYS(getgid),
+        SCMP_SYS(getegid), SCMP_SYS(uname), SCMP_SYS(getrandom),
+        /* signals: uv_signal handlers, their removal at stop, abort() */
+        SCMP_SYS(rt_sigreturn), SCMP_SYS(rt_sigprocmask), SCMP_SYS(rt_sigaction),
+        SCMP_SYS(sigaltstack),
+        /* reading files: /etc/hosts, resolv.conf, nsswitch.conf, gai.conf for getaddrinfo;
+         * /proc/self/{fd,status,stat,mountinfo} for stats and diagnostics (openat: read only) */
+        SCMP_SYS(fstat), SCMP_SYS(newfstatat), SCMP_SYS(statx), SCMP_SYS(lseek), SCMP_SYS(pread64),
+        SCMP_SYS(getdents64), SCMP_SYS(readlink), SCMP_SYS(readlinkat), SCMP_SYS(access),
+        SCMP_SYS(faccessat), SCMP_SYS(faccessat2),
+#ifdef __NR_stat
+        SCMP_SYS(stat), SCMP_SYS(lstat),
+#endif
+        /* removing our unix sockets at exit */
+        SCMP_SYS(unlink), SCMP_SYS(unlinkat),
+        SCMP_SYS(getrlimit), SCMP_SYS(sysinfo),
+};
+
+/* Kill the whole process whatever their arguments: running other code, reaching into another
+ * process, changing who we are or which namespaces we see. No library has a fallback for these
+ * in the relay's steady state; an exploit that tries them gets no second attempt. */
+static const int hostile[] = {
+        SCMP_SYS(execve), SCMP_SYS(execveat), SCMP_SYS(fork), SCMP_SYS(vfork), SCMP_SYS(ptrace),
+        SCMP_SYS(process_vm_readv), SCMP_SYS(process_vm_writev), SCMP_SYS(kill), SCMP_SYS(tkill),
+        SCMP_SYS(pidfd_open), SCMP_SYS(pidfd_send_signal), SCMP_SYS(pidfd_getfd), SCMP_SYS(setuid),
+        SCMP_SYS(setgid), SCMP_SYS(setreuid), SCMP_SYS(setregid), SCMP_SYS(setresuid),
+        SCMP_SYS(setresgid), SCMP_SYS(setfsuid), SCMP_SYS(setfsgid), SCMP_SYS(setgroups),
+        SCMP_SYS(capset), SCMP_SYS(unshare), SCMP_SYS(setns), SCMP_SYS(chroot), SCMP_SYS(pivot_root),
+        SCMP_SYS(mount), SCMP_SYS(umount2), SCMP_SYS(bpf), SCMP_SYS(init_module),
+        SCMP_SYS(finit_module), SCMP_SYS(delete_module), SCMP_SYS(kexec_load), SCMP_SYS(kexec_file_load),
+};
+
+/* io_uring submits system calls the filter never sees (io_uring_enter runs them in the
+ * kernel): allowing it would be a way around the filter. libuv >= 1.45 sets up a ring in
+ * uv_loop_init and falls back to epoll_ctl and its threadpool when io_uring_setup fails with
+ * ENOSYS, as on kernels without io_uring. */
+static const int io_uring[] = {
+        SCMP_SYS(io_uring_setup), SCMP_SYS(io_uring_enter), SCMP_SYS(io_uring_register),
+};
+
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+
+static int add_action(scmp_filter_ctx ctx, uint32_t action, int nr, unsigned n, const struct scmp_arg_cmp *cmp) {
+        if (nr < 0) /* __NR_SCMP_ERROR: not on this architecture */
+                return 0;
+        int r = seccomp_rule_add_array(ctx, action, nr, n, cmp);
+        /* A system call this architecture does not have is no hole to close. */
+        return r == -EDOM || r == -EFAULT ? 0 : r;
+}
+
+static int add(scmp_filter_ctx ctx, int nr, unsigned n, const struct scmp_arg_cmp *cmp) {
+        return add_action(ctx, SCMP_ACT_ALLOW, nr, n, cmp);
+}
+
+static int deny_io_uring(scmp_filter_ctx ctx) {
+        int r = 0;
+        for (size_t i = 0; i < N(io_uring) && r == 0; i++)
+                r = add_action(ctx, SCMP_ACT_ERRNO(ENOSYS), io_uring[i], 0, NULL);
+        return r;
+}
+
+static int build(scmp_filter_ctx ctx) {
+        int r = deny_io_uring(ctx);
+
+        for (size_t i = 0; i < N(allowed) && r == 0; i++)
+                r = add(ctx, allowed[i], 0, NULL);
+        for (size_t i = 0; i < N(hostile) && r == 0; i++)
+                r = add_action(ctx, SCMP_ACT_KILL_PROCESS, hostile[i], 0, NULL);
+
+        /* socket(): the families of the endpoints (and DNS over UDP, sd_notify datagrams), stream
+         * or datagram only; no raw, packet or other family. getaddrinfo's AI_ADDRCONFIG reads
+         * the interface addresses over NETLINK_ROUTE. */
+        static const int families[] = { AF_UNIX, AF_INET, AF_INET6, AF_VSOCK };
+        static const int types[] = { SOCK_STREAM, SOCK_DGRAM };
+        const scmp_datum_t type_mask = ~(scmp_datum_t)(SOCK_NONBLOCK | SOCK_CLOEXEC) & 0xffffffffu;
+        for (size_t f = 0; f < sizeof families / sizeof families[0] && r == 0; f++)
+                for (size_t t = 0; t < sizeof types / sizeof types[0] && r == 0; t++) {
+                        struct scmp_arg_cmp cmp[] = {
+                                SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)families[f]),
+                                SCMP_A1(SCMP_CMP_MASKED_EQ, type_mask, (scmp_datum_t)types[t]),
+                        };
+                        r = add(ctx, SCMP_SYS(socket), 2, cmp);
+                }
+        if (r == 0) {
+                struct scmp_arg_cmp cmp[] = {
+                        SCMP_A0(SCMP_CMP_EQ, AF_NETLINK),
+                        SCMP_A1(SCMP_CMP_MASKED_EQ, type_mask, SOCK_RAW),
+                        SCMP_A2(SCMP_CMP_EQ, NETLINK_ROUTE),
+                };
+                r = add(ctx, SCMP_SYS(socket), 3, cmp);
+        }
+
+        /* openat(): read only, nothing created or truncated. */
+        if (r == 0) {
+                struct scmp_arg_cmp cmp[] = {
+                        SCMP_A2(SCMP_CMP_MASKED_EQ, O_ACCMODE | O_CREAT | O_TRUNC, O_RDONLY),
+                };
+                r = add(ctx, SCMP_SYS(openat), 1, cmp);
+        }
+#ifdef __NR_open
+        if (r == 0) {
+                struct scmp_arg_cmp cmp[] = {
+                        SCMP_A1(SCMP_CMP_MASKED_EQ, O_ACCMODE | O_CREAT | O_TRUNC, O_RDONLY),
+                };
+                r = add(ctx, SCMP_SYS(open), 1, cmp);
+        }
+#endif
+
+        /* ioctl(): what libuv and the resolver use on their own sockets. */
+        static const unsigned long ioctls[] = { FIONBIO, FIOCLEX, FIONCLEX, FIONREAD };
+        for (size_t i = 0; i < sizeof ioctls / sizeof ioctls[0] && r == 0; i++) {
+                struct scmp_arg_cmp cmp[] = { SCMP_A1(SCMP_CMP_EQ, (scmp_datum_t)ioctls[i]) };
+                r = add(ctx, SCMP_SYS(ioctl), 1, cmp);
+        }
+
+        /* Threads, never processes: clone() must carry CLONE_THREAD (without it: a fork, which
+         * kills). clone3() passes its flags in memory a filter cannot read: it fails with ENOSYS
+         * and glibc falls back to clone(). */
+        if (r == 0) {
+                struct scmp_arg_cmp cmp[] = { SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, CLONE_THREAD) };
+                r = add(ctx, SCMP_SYS(clone), 1, cmp);
+        }
+        if (r == 0) {
+                struct scmp_arg_cmp cmp[] = { SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0) };
+                r = add_action(ctx, SCMP_ACT_KILL_PROCESS, SCMP_SYS(clone), 1, cmp);
+        }
+        if (r == 0) {
+                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
+                if (r == -EDOM || r == -EFAULT)
+                        r = 0;
+        }
+
+        /* Reading this process's limits (glibc's getrlimit is prlimit64 on pid 0); no setting. */
+        if (r == 0) {
+                struct scmp_arg_cmp cmp[] = { SCMP_A0(SCMP_CMP_EQ, 0), SCMP_A2(SCMP_CMP_EQ, 0) };
+                r = add(ctx, SCMP_SYS(prlimit64), 2, cmp);
+        }
+
+        /* Signals to this process only (abort(), raise()); to another one: kills. */
+        if (r == 0) {
+                struct scmp_arg_cmp cmp[] = { SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)getpid()) };
+                r = add(ctx, SCMP_SYS(tgkill), 1, cmp);
+        }
+        if (r == 0) {
+                struct scmp_arg_cmp cmp[] = { SCMP_A0(SCMP_CMP_NE, (scmp_datum_t)getpid()) };
+                r = add_action(ctx, SCMP_ACT_KILL_PROCESS, SCMP_SYS(tgkill), 1, cmp);
+        }
+
+        /* Naming a thread: libuv >= 1.50 calls its threadpool threads "libuv-worker". */
+        if (r == 0) {
+                struct scmp_arg_cmp cmp[] = { SCMP_A0(SCMP_CMP_EQ, PR_SET_NAME) };
+                r = add(ctx, SCMP_SYS(prctl), 1, cmp);
+        }
+        return r;
+}
+
+/* ---- refused system calls: ENOSYS, and one log line per number ---------------------------
+ *
+ * Anything neither allowed nor hostile traps (SECCOMP_RET_TRAP): the kernel skips the call and
+ * sends SIGSYS to the thread that made it. The handler makes the call return -ENOSYS, as on a
+ * kernel that lacks it (libraries fall back), and notes its number in a bitmap of atomics; the
+ * loop logs each new number once from a prepare handle (it runs before every poll, and a
+ * threadpool thread's work wakes the loop anyway). The handler touches nothing but lock-free
+ * atomics, so it is async-signal-safe and needs no wakeup channel that could be closed under
+ * it at exit. */
+
+#if defined(__x86_64__)
+#define SET_RETURN(uc, v) ((uc)->uc_mcontext.gregs[REG_RAX] = (greg_t)(v))
+#elif defined(__aarch64__)
+#define SET_RETURN(uc, v) ((uc)->uc_mcontext.regs[0] = (unsigned long long)(v))
+#endif
+
+#define REFUSED_MAX 1024
+#define WORD_BITS (sizeof(unsigned long) * 8)
+
+static atomic_ulong refused[REFUSED_MAX / WORD_BITS];
+static atomic_bool refused_new;
+static unsigned long logged[REFUSED_MAX / WORD_BITS];
+static uv_prepare_t reporter;
+static bool reporter_on;
+
+#ifdef SET_RETURN
+static void on_sigsys(int sig, siginfo_t *info, void *context) {
+        (void)sig;
+        SET_RETURN((ucontext_t *)context, -ENOSYS);
+        unsigned nr = (unsigned)info->si_syscall;
+        if (nr >= REFUSED_MAX)
+                nr = REFUSED_MAX - 1; /* not a native system call number; logged as that slot */
+        unsigned long bit = 1UL << (nr % WORD_BITS);
+        if (!(atomic_fetch_or(&refused[nr / WORD_BITS], bit) & bit))
+                atomic_store(&refused_new, true);
+}
+#endif
+
+static void report_refused(uv_prepare_t *h) {
+        (void)h;
+        if (!atomic_load(&refused_new) || !atomic_exchange(&refused_new, false))
+                return;
+        for (unsigned w = 0; w < REFUSED_MAX / WORD_BITS; w++) {
+                unsigned long fresh = atomic_load(&refused[w]) & ~logged[w];
+                logged[w] |= fresh;
+                for (unsigned b = 0; fresh; b++, fresh >>= 1) {
+                        if (!(fresh & 1))
+                                continue;
+                        int nr = (int)(w * WORD_BITS + b);
+                        char *name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, nr);
+                        sf_log_warn("seccomp sandbox: refused system call %s (%d); it failed with ENOSYS",
+                                    name ? name : "?", nr);
+                        free(name);
+                }
+        }
+}
+
+bool sf_sandbox_available(void) {
+        return true;
+}
+
+static int load(uint32_t default_action, int (*rules)(scmp_filter_ctx)) {
+        scmp_filter_ctx ctx = seccomp_init(default_action);
+        if (!ctx) {
+                sf_log_error("seccomp sandbox: cannot set up a filter (out of memory?)");
+                return -ENOMEM;
+        }
+        int r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 1);
+        if (r == 0)
+                r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1);
+        if (r == 0)
+                r = rules(ctx);
+        if (r == 0)
+                r = seccomp_load(ctx);
+        seccomp_release(ctx);
+        if (r < 0)
+                sf_log_error("seccomp sandbox: the kernel refused the filter: %s (set seccomp = no in [sockferry] "
+                             "to run without it)",
+                             strerror(-r));
+        return r;
+}
+
+int sf_sandbox_prepare(void) {
+        if (SF_UNDER_VALGRIND())
+                return -ENOTSUP;
+        return load(SCMP_ACT_ALLOW, deny_io_uring);
+}
+
+int sf_sandbox_apply(uv_loop_t *loop) {
+        if (SF_UNDER_VALGRIND()) {
+                sf_log_info("seccomp sandbox: off under valgrind (its own system calls would be refused)");
+                return -ENOTSUP;
+        }
+#ifdef SET_RETURN
+        struct sigaction sa = { .sa_sigaction = on_sigsys, .sa_flags = SA_SIGINFO };
+        sigemptyset(&sa.sa_mask);
+        if (sigaction(SIGSYS, &sa, NULL) < 0) {
+                int e = errno;
+                sf_log_error("seccomp sandbox: cannot handle SIGSYS: %s", strerror(e));
+                return -e;
+        }
+        const uint32_t refuse = SCMP_ACT_TRAP;
+#else
+        /* No handler that knows this architecture's return register: refused calls still fail
+         * with ENOSYS, without a log line. */
+        const uint32_t refuse = SCMP_ACT_ERRNO(ENOSYS);
+#endif
+        uv_prepare_init(loop, &reporter);
+        uv_prepare_start(&reporter, report_refused);
+        uv_unref((uv_handle_t *)&reporter);
+        reporter_on = true;
+        int r = load(refuse, build);
+        if (r < 0) {
+                sf_sandbox_close();
+                return r;
+        }
+        sf_log_debug("seccomp sandbox: on (a system call the relay does not use fails with ENOSYS and is "
+                     "logged; execve, fork, ptrace, setuid and the like kill it)");
+        return 0;
+}
+
+void sf_sandbox_close(void) {
+        if (!reporter_on)
+                return;
+        reporter_on = false;
+        report_refused(&reporter);
+        uv_close((uv_handle_t *)&reporter, NULL);
+}
+
+#else
+
+bool sf_sandbox_available(void) {
+        return false;
+}
+
+int sf_sandbox_prepare(void) {
+        return -ENOSYS;
+}
+
+int sf_sandbox_apply(uv_loop_t *loop) {
+        (void)loop;
+        return -ENOSYS;
+}
+
+void sf_sandbox_close(void) {
+}
+
+#endif
