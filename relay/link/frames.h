@@ -23,6 +23,7 @@
 
 /* client frame flags */
 #define SF_HS_FLAG_PROBE 0x01 /* check: verify the upstream answers, then close */
+#define SF_HS_FLAG_LINK 0x02  /* the client asks for a shared link (sockferry/2) after the status */
 #define SF_HS_FLAGS_KNOWN SF_HS_FLAG_PROBE
 
 enum sf_hs_status {

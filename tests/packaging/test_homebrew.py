@@ -38,8 +38,8 @@ def main():
 
     deps = dict(re.findall(r'^  depends_on "([^"]+)"(?: => :(\w+))?$', text, re.M))
     want = {"meson": "build", "ninja": "build", "pkg-config": "build", "scdoc": "build",
-            "inih": "", "libsodium": "", "libuv": ""}
-    check(deps == want, "depends_on: meson, ninja, pkg-config, scdoc to build; inih, libsodium, libuv",
+            "inih": "", "libnghttp2": "", "libsodium": "", "libuv": ""}
+    check(deps == want, "depends_on: meson, ninja, pkg-config, scdoc to build; inih, libnghttp2, libsodium, libuv",
           repr(deps))
     install = block(text, "def install")
     check(install and '"meson", "setup", "build", *std_meson_args' in install
