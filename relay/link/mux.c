@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "relay/engine/bufpool.h"
+#include "relay/link/frames.h"
 #include "relay/list.h"
 
 /* The header fields of sockferry/2 (doc/PROTOCOL.md): lower case, as HTTP/2 wants names. */
@@ -185,11 +186,6 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f, void *u
         return 0;
 }
 
-static bool service_char(uint8_t c) {
-        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
-               c == '.';
-}
-
 static int on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t *name, size_t namelen,
                      const uint8_t *value, size_t valuelen, uint8_t flags, void *user) {
         (void)ng;
@@ -200,13 +196,14 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t 
                 return 0;
 #define IS(h) (namelen == sizeof h - 1 && memcmp(name, h, namelen) == 0)
         if (m->role == SF_MUX_SERVER && IS(H_SERVICE)) {
+                /* The same names as the handshake's service extension; anything else resets this
+                 * stream alone. */
                 if (valuelen > SF_MUX_SERVICE_MAX)
                         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-                for (size_t i = 0; i < valuelen; i++)
-                        if (!service_char(value[i]))
-                                return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
                 memcpy(s->service, value, valuelen);
                 s->service[valuelen] = '\0';
+                if (!sf_hs_service_valid(s->service))
+                        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
         } else if (m->role == SF_MUX_SERVER && IS(H_PROBE)) {
                 s->probe = true;
         } else if (m->role == SF_MUX_CLIENT && IS(H_STATUS)) {

@@ -45,7 +45,7 @@ enum sf_mux_status {
 };
 
 /* Longest service name (the configuration's forward names) and reason text on the wire. */
-#define SF_MUX_SERVICE_MAX 63
+#define SF_MUX_SERVICE_MAX 63 /* SF_HS_SERVICE_MAX */
 #define SF_MUX_REASON_MAX 255
 
 struct sf_mux_config {
