@@ -643,7 +643,7 @@ static void on_vsock_poll_closed(uv_handle_t *h) {
                 return;
         int err = 0;
         socklen_t len = sizeof err;
-        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, (void *)&err, &len) < 0)
                 err = errno;
         if (err) {
                 close(fd);
