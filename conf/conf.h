@@ -23,6 +23,7 @@ struct sf_origin {
         char where[PATH_MAX + 32];
 };
 
+/* A forward's keys; the defaults the comments give are set in conf/conf.c, in one place. */
 struct sf_forward {
         char name[SF_NAME_MAX];
         struct sf_origin origin; /* the section header or the -F argument */
@@ -50,7 +51,8 @@ struct sf_forward {
         size_t n_allow_gid;
 
         uint32_t max_conns;           /* default 1024 */
-        uint32_t preauth_max;         /* unauthenticated connections, a quarter per source; 0: 4 x max_conns */
+        uint32_t preauth_max;         /* unauthenticated connections, a quarter per source; default, set by
+                                       * sf_conf_validate(): 4 x max_conns */
         uint64_t connect_timeout_ms;  /* default 5000 */
         uint64_t handshake_timeout_ms;/* default 5000 */
         uint64_t idle_timeout_ms;     /* default 0: none */
@@ -85,7 +87,8 @@ void sf_conf_init(struct sf_conf *c);
 int sf_conf_load(struct sf_conf *c, const char *path);
 /* Adds one -F NAME:LISTEN=CONNECT[,key=value...] forward. Errors name the argument. */
 int sf_conf_add_spec(struct sf_conf *c, const char *spec);
-/* Cross-checks after everything is loaded: missing keys, duplicates, policy. */
+/* Cross-checks after everything is loaded: missing keys, duplicates, policy. Also sets the
+ * defaults that follow other keys (preauth_max). */
 int sf_conf_validate(struct sf_conf *c);
 /* The token file a forward uses: its own, else the global one, else NULL. */
 const char *sf_conf_token_file(const struct sf_conf *c, const struct sf_forward *f);

@@ -103,6 +103,29 @@ Test(spec, candidates_and_keys) {
         sf_conf_free(&conf);
 }
 
+/* Each default can also be written out; -F accepts it and it means the default. */
+Test(spec, defaults_written_out) {
+        sf_conf_init(&conf);
+        const struct sf_forward *f =
+                spec_ok("a:unix:/a=unix:/b,auth=none,allow-insecure=no,env-format=path,mode=0660,max-conns=1024,"
+                        "connect-timeout=5s,handshake-timeout=5000ms,idle-timeout=0");
+        struct sf_forward want;
+        struct sf_conf other;
+        sf_conf_init(&other);
+        cr_assert_eq(sf_conf_add_spec(&other, "a:unix:/a=unix:/b"), 0);
+        want = other.forwards[0];
+        cr_assert_eq(f->auth, want.auth);
+        cr_assert_eq(f->allow_insecure, want.allow_insecure);
+        cr_assert_eq(f->env_format, want.env_format);
+        cr_assert_eq(f->mode, want.mode);
+        cr_assert_eq(f->max_conns, want.max_conns);
+        cr_assert_eq(f->connect_timeout_ms, want.connect_timeout_ms);
+        cr_assert_eq(f->handshake_timeout_ms, want.handshake_timeout_ms);
+        cr_assert_eq(f->idle_timeout_ms, want.idle_timeout_ms);
+        sf_conf_free(&other);
+        sf_conf_free(&conf);
+}
+
 Test(spec, whitespace_is_trimmed) {
         sf_conf_init(&conf);
         const struct sf_forward *f = spec_ok(" a : unix:/a = unix:/b  tcp:h:1 , mode = 0600 ");

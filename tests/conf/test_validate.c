@@ -208,6 +208,21 @@ Test(validate, every_error_is_reported) {
         assert_contains(log_text, "-F 'd:unix:/d=unix:/d': connect: unix:/d is the listen endpoint of this forward");
 }
 
+/* The pre-auth budget's default follows max-conns, whichever order the keys come in; the
+ * relay reads the resolved value. */
+Test(validate, preauth_default_follows_max_conns) {
+        const char *specs[] = { "b:unix:/b=tcp:h:1,preauth-max=16,max-conns=100", "c:unix:/c=tcp:h:1,max-conns=1000000", NULL };
+        cr_assert_eq(check("[a]\nlisten = unix:/a\nconnect = tcp:h:1\n"
+                           "[d]\nlisten = unix:/d\nconnect = tcp:h:1\nmax-conns = 100\n", specs), 0, "%s", log_text);
+        free(log_text);
+        cr_assert_eq(conf.n_forwards, 4);
+        cr_assert_eq(conf.forwards[0].preauth_max, 4096, "4 x the default max-conns");
+        cr_assert_eq(conf.forwards[1].preauth_max, 400);
+        cr_assert_eq(conf.forwards[2].preauth_max, 16, "a value of its own stays");
+        cr_assert_eq(conf.forwards[3].preauth_max, 4000000);
+        sf_conf_free(&conf);
+}
+
 Test(validate, token_file_lookup) {
         struct sf_forward f;
         sf_conf_init(&conf);
