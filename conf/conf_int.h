@@ -28,8 +28,17 @@ void sf_conf_append(char *buf, size_t size, const char *fmt, ...) __attribute__(
 /* Cuts whitespace at both ends, in place. */
 char *sf_conf_trim(char *s);
 /* Advances *p past the next item of a list separated by any of sep; returns its length,
- * 0 at the end. */
+ * 0 at the end. A separator inside double quotes is part of the item. */
 size_t sf_conf_next_item(const char **p, const char *sep, const char **item);
+/* The first of chars in s outside double quotes, or NULL. */
+const char *sf_conf_find_unquoted(const char *s, const char *chars);
+/* Whether every double quote in s is closed. */
+bool sf_conf_quotes_closed(const char *s);
+/* A path or an endpoint as written, s[0..len): without a quote, *out is s itself; in double
+ * quotes with \" and \\ inside, *out is buf (size bytes) holding the text between them. A
+ * quote anywhere else, a bad escape or an unclosed quote is an error written into err. */
+int sf_conf_unquote(const char *s, size_t len, char *buf, size_t size, const char **out, size_t *out_len, char *err,
+                    size_t errlen);
 
 /* The configuration object (conf.c). */
 

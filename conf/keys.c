@@ -14,10 +14,19 @@
 #define CONNECT_SEP " \t|"
 #define ALLOW_SEP " \t|,"
 
+/* The value of a path or endpoint key, which may be double-quoted (for a path with spaces):
+ * *out is v itself or its text between the quotes, in buf. */
+static int unquoted(const char *v, char buf[PATH_MAX], const char **out, char *err, size_t errlen) {
+        size_t len;
+        return sf_conf_unquote(v, strlen(v), buf, PATH_MAX, out, &len, err, errlen);
+}
+
 /* Per-forward keys. */
 
 int sf_conf_parse_listen(struct sf_forward *f, const char *v, char *err, size_t errlen) {
-        if (sf_endpoint_parse(v, &f->listen, err, errlen) < 0 || sf_endpoint_supported(&f->listen, err, errlen) < 0)
+        char buf[PATH_MAX];
+        if (unquoted(v, buf, &v, err, errlen) < 0 || sf_endpoint_parse(v, &f->listen, err, errlen) < 0 ||
+            sf_endpoint_supported(&f->listen, err, errlen) < 0)
                 return -EINVAL;
         f->listen_set = true;
         return 0;
@@ -25,15 +34,17 @@ int sf_conf_parse_listen(struct sf_forward *f, const char *v, char *err, size_t 
 
 int sf_conf_parse_connect(struct sf_forward *f, const char *v, char *err, size_t errlen) {
         struct sf_endpoint eps[SF_MAX_CANDIDATES];
-        const char *item;
-        size_t n = 0, len;
+        char buf[PATH_MAX];
+        const char *item, *text;
+        size_t n = 0, len, text_len;
 
         for (const char *p = v; (len = sf_conf_next_item(&p, CONNECT_SEP, &item)) > 0; n++) {
                 if (n == SF_MAX_CANDIDATES)
                         return sf_conf_fail(err, errlen, "more than %d endpoints, expected at most %d candidates",
                                             SF_MAX_CANDIDATES, SF_MAX_CANDIDATES);
                 struct sf_endpoint *ep = &eps[n];
-                if (sf_endpoint_parse_n(item, len, ep, err, errlen) < 0 || sf_endpoint_supported(ep, err, errlen) < 0)
+                if (sf_conf_unquote(item, len, buf, sizeof buf, &text, &text_len, err, errlen) < 0 ||
+                    sf_endpoint_parse_n(text, text_len, ep, err, errlen) < 0 || sf_endpoint_supported(ep, err, errlen) < 0)
                         return -EINVAL;
                 if (ep->kind == SF_EP_SYSTEMD || ep->kind == SF_EP_FD)
                         return sf_conf_fail(err, errlen,
@@ -66,6 +77,9 @@ static int parse_allow_insecure(struct sf_forward *f, const char *v, char *err, 
 
 /* A relative token file would depend on the directory the relay happens to start in. */
 static int parse_token_path(const char *v, char *dst, size_t size, char *err, size_t errlen) {
+        char buf[PATH_MAX];
+        if (unquoted(v, buf, &v, err, errlen) < 0)
+                return -EINVAL;
         if (!sf_path_is_absolute(v))
                 return sf_conf_fail(err, errlen, "\"%s\" is not an absolute path, expected an absolute path such as %s", v,
                                     sf_token_path_example);
@@ -80,6 +94,9 @@ static int parse_forward_token_file(struct sf_forward *f, const char *v, char *e
 }
 
 static int parse_alias(struct sf_forward *f, const char *v, char *err, size_t errlen) {
+        char buf[PATH_MAX];
+        if (unquoted(v, buf, &v, err, errlen) < 0)
+                return -EINVAL;
         if (v[0] != '/')
                 return sf_conf_fail(err, errlen, "\"%s\" is not an absolute path, expected the absolute path clients connect to, such as /run/app.sock", v);
         /* Clients connect(2) to the alias, so it has the same limit as a listen path. */
@@ -244,7 +261,9 @@ static int parse_log_format(struct sf_conf *c, const char *v, char *err, size_t 
 }
 
 static int parse_control(struct sf_conf *c, const char *v, char *err, size_t errlen) {
-        if (sf_endpoint_parse(v, &c->control, err, errlen) < 0 || sf_endpoint_supported(&c->control, err, errlen) < 0)
+        char buf[PATH_MAX];
+        if (unquoted(v, buf, &v, err, errlen) < 0 || sf_endpoint_parse(v, &c->control, err, errlen) < 0 ||
+            sf_endpoint_supported(&c->control, err, errlen) < 0)
                 return -EINVAL;
         /* The control socket answers stats and must not be reachable from the network. */
         if (c->control.kind != SF_EP_UNIX && c->control.kind != SF_EP_ABSTRACT && c->control.kind != SF_EP_NPIPE)

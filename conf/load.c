@@ -33,6 +33,7 @@ struct loader {
         /* The current line went to inih as key = value; it stays set unless the handler
          * sees it, which means inih found no key in it. */
         bool pending;
+        const char *text; /* the current line as written, trimmed (in buf) */
 
         enum section_kind kind;
         char section[128]; /* the current section's name as written, for messages */
@@ -129,6 +130,16 @@ static void start_section(struct loader *l, char *s) {
                 l->global_line = l->line;
 }
 
+/* inih ends a value at a ';' that follows whitespace, inside double quotes too: when a quoted
+ * value is wrong, that may be why. */
+static bool comment_in_quotes(const char *line) {
+        const char *q = strchr(line, '"');
+        for (const char *p = q; p && *p; p++)
+                if (*p == ';' && (p[-1] == ' ' || p[-1] == '\t'))
+                        return true;
+        return false;
+}
+
 /* Called by inih for each key = value line; returns nonzero, as errors are collected here. */
 static int handle_pair(void *user, const char *section, const char *name, const char *value) {
         struct loader *l = user;
@@ -160,7 +171,8 @@ static int handle_pair(void *user, const char *section, const char *name, const 
         l->key_line[i] = l->line;
         int r = global ? k->global(l->conf, value, err, sizeof err) : k->forward(loader_forward(l), value, err, sizeof err);
         if (r < 0)
-                loader_error(l, true, name, "%s", err);
+                loader_error(l, true, name, "%s%s", err,
+                             comment_in_quotes(l->text) ? "; a ';' after a space starts a comment, even inside quotes" : "");
         return 1;
 }
 
@@ -241,6 +253,7 @@ static char *read_line(char *str, int num, void *stream) {
         memcpy(str, s, len);
         str[len] = '\n';
         str[len + 1] = '\0';
+        l->text = s;
         l->pending = true;
         return str;
 }

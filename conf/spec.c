@@ -1,5 +1,5 @@
 /* -F NAME:LISTEN=CONNECT[,key=value...]: NAME ends at the first ':', LISTEN at the first '='
- * after it, CONNECT at the first ','. */
+ * after it, CONNECT at the first ','; an '=' or ',' inside double quotes is part of a value. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -11,6 +11,12 @@
 #define SPEC_EXPECTED "expected NAME:LISTEN=CONNECT[,key=value...]"
 
 static void spec_error(const char *spec, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The first of chars in s outside double quotes, or NULL. */
+static char *find_unquoted(char *s, const char *chars) {
+        const char *p = sf_conf_find_unquoted(s, chars);
+        return p ? s + (p - s) : NULL;
+}
 
 static void spec_error(const char *spec, const char *fmt, ...) {
         char msg[MSG_MAX];
@@ -28,7 +34,7 @@ static unsigned parse_spec_keys(struct sf_forward *f, char *items) {
         unsigned n_errors = 0;
 
         for (char *item = items, *next; item; item = next) {
-                next = strchr(item, ',');
+                next = find_unquoted(item, ",");
                 if (next)
                         *next++ = '\0';
                 item = sf_conf_trim(item);
@@ -71,7 +77,7 @@ static unsigned parse_spec_keys(struct sf_forward *f, char *items) {
  * "unix:/run/x.sock=...", where the first ':' would otherwise make "unix" the name. Says so
  * and returns true. */
 static bool spec_name_missing(const char *spec) {
-        const char *eq = strchr(spec, '=');
+        const char *eq = sf_conf_find_unquoted(spec, "=");
         if (!eq)
                 return false;
         size_t len = (size_t)(eq - spec);
@@ -101,7 +107,13 @@ int sf_conf_add_spec(struct sf_conf *c, const char *spec) {
                 return -ENOMEM;
         }
         char *colon = strchr(copy, ':');
-        char *eq = colon ? strchr(colon + 1, '=') : NULL;
+        char *eq = colon ? find_unquoted(colon + 1, "=") : NULL;
+        /* Where a quote is not closed, nothing after it can be split. */
+        if (!sf_conf_quotes_closed(spec)) {
+                spec_error(spec, "a double quote is not closed, expected \"...\" around a value, with \\\" for a quote "
+                                 "and \\\\ for a backslash inside");
+                goto out;
+        }
         if (spec_name_missing(spec))
                 goto out;
         if (!colon) {
@@ -114,7 +126,7 @@ int sf_conf_add_spec(struct sf_conf *c, const char *spec) {
         }
         *colon = '\0';
         *eq = '\0';
-        char *items = strchr(eq + 1, ',');
+        char *items = find_unquoted(eq + 1, ",");
         if (items)
                 *items++ = '\0';
         const char *name = sf_conf_trim(copy), *listen = sf_conf_trim(colon + 1), *connect = sf_conf_trim(eq + 1);

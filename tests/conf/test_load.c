@@ -585,3 +585,66 @@ Test(load, two_files) {
         cr_assert_str_eq(conf.file, second);
         sf_conf_free(&conf);
 }
+
+/* Issue 23: a path with a space could not be written. A candidate and any path value may be
+ * double-quoted, with \" and \\ inside. */
+Test(load, quoted_values) {
+        load_ok("[sockferry]\n"
+                "token-file = \"/run/secrets/my \\\"team\\\" token\"\n"
+                "control = \"unix:/run/sock ferry/control.sock\"\n"
+                "[agent]\n"
+                "listen = \"unix:/run/sockferry/agent one.sock\"\n"
+                "connect = \"unix:/Users/me/Library/Group Containers/2BUA8C4S2C.com.1password/t/agent.sock\" "
+                "tcp:host.docker.internal:7000|\"unix:/a|b c.sock\" \"unix:/back\\\\slash\" ; the 1Password agent\n"
+                "token-file = \"/run/secrets/agent;token\"\n"
+                "alias = \"/run/ward/my agent.sock\"\n"
+                "auth = token\n"
+                "[empty-is-not-special]\n"
+                "listen = unix:/run/plain.sock\n"
+                "connect = unix:/run/plain-upstream.sock\n");
+        cr_assert_str_eq(conf.token_file, "/run/secrets/my \"team\" token");
+        cr_assert_str_eq(conf.control.path, "/run/sock ferry/control.sock");
+        const struct sf_forward *f = &conf.forwards[0];
+        cr_assert_str_eq(f->listen.path, "/run/sockferry/agent one.sock");
+        cr_assert_eq(f->n_connect, 4);
+        cr_assert_eq(f->connect[0].kind, SF_EP_UNIX);
+        cr_assert_str_eq(f->connect[0].path, "/Users/me/Library/Group Containers/2BUA8C4S2C.com.1password/t/agent.sock");
+        cr_assert_str_eq(f->connect[0].text,
+                         "unix:/Users/me/Library/Group Containers/2BUA8C4S2C.com.1password/t/agent.sock");
+        cr_assert_str_eq(f->connect[1].host, "host.docker.internal");
+        cr_assert_str_eq(f->connect[2].path, "/a|b c.sock");
+        cr_assert_str_eq(f->connect[3].path, "/back\\slash");
+        cr_assert_str_eq(f->token_file, "/run/secrets/agent;token");
+        cr_assert_str_eq(f->alias, "/run/ward/my agent.sock");
+        cr_assert_str_eq(conf.forwards[1].connect[0].path, "/run/plain-upstream.sock");
+        sf_conf_free(&conf);
+
+        /* An empty quoted value is an empty value. */
+        assert_one_error("[d]\nconnect = \"\"\n",
+                         "2: [d] connect: empty endpoint, expected unix:/abs/path, unix:@name, tcp:HOST:PORT, tcp:[V6]:PORT, vsock:CID|host|any:PORT, systemd:NAME or fd:N");
+        assert_one_error("[d]\nalias = \"\"\n",
+                         "2: [d] alias: \"\" is not an absolute path, expected the absolute path clients connect to, such as /run/app.sock");
+}
+
+Test(load, quoting_errors) {
+        assert_one_error("[d]\nconnect = \"unix:/a b.sock\n",
+                         "2: [d] connect: '\"unix:/a b.sock' has no closing quote, expected a '\"' at the end of the value (\\\" for a quote and \\\\ for a backslash inside)");
+        assert_one_error("[d]\nconnect = tcp:h:1 \"unix:/a b.sock\\\"\n",
+                         "2: [d] connect: '\"unix:/a b.sock\\\"' has no closing quote, expected a '\"' at the end of the value (\\\" for a quote and \\\\ for a backslash inside)");
+        assert_one_error("[d]\nlisten = \"unix:/a\\\n",
+                         "2: [d] listen: '\"unix:/a\\' has no closing quote, expected a '\"' at the end of the value (\\\" for a quote and \\\\ for a backslash inside)");
+        assert_one_error("[d]\nalias = \"/run/a\\x.sock\"\n",
+                         "2: [d] alias: '\"/run/a\\x.sock\"' has \\x inside quotes, expected \\\" for a quote or \\\\ for a backslash");
+        assert_one_error("[d]\nconnect = \"unix:/a\"b tcp:h:1\n",
+                         "2: [d] connect: '\"unix:/a\"b' goes on after its closing quote, expected the closing quote at the end of the value");
+        assert_one_error("[d]\ntoken-file = /run/\"my token\"\n",
+                         "2: [d] token-file: '/run/\"my token\"' has a quote inside, expected the whole value in double quotes, such as \"unix:/path with spaces/agent.sock\"");
+        assert_one_error("[sockferry]\ntoken-file = \"/run/a\n",
+                         "2: [sockferry] token-file: '\"/run/a' has no closing quote, expected a '\"' at the end of the value (\\\" for a quote and \\\\ for a backslash inside)");
+        assert_one_error("[sockferry]\ncontrol = unix:/run/a\"b\"\n",
+                         "2: [sockferry] control: 'unix:/run/a\"b\"' has a quote inside, expected the whole value in double quotes, such as \"unix:/path with spaces/agent.sock\"");
+        /* inih ends the value at " ;", inside quotes too: the message says why the quote
+         * seems unclosed. */
+        assert_one_error("[d]\nconnect = \"unix:/a ;b.sock\"\n",
+                         "2: [d] connect: '\"unix:/a' has no closing quote, expected a '\"' at the end of the value (\\\" for a quote and \\\\ for a backslash inside); a ';' after a space starts a comment, even inside quotes");
+}

@@ -286,3 +286,61 @@ Test(spec, grows_the_array) {
         cr_assert_null(conf.forwards);
         cr_assert_eq(conf.n_forwards, 0);
 }
+
+/* Issue 23: quoted values in -F. Inside quotes ':' '=' ',' '|' and spaces are part of the
+ * value, so any path can be written on the command line. */
+Test(spec, quoted_values) {
+        sf_conf_init(&conf);
+        const struct sf_forward *f =
+                spec_ok("agent:\"unix:/run/a=b, c.sock\"=\"unix:/Users/me/Library/Group Containers/2BUA8C4S2C.com.1password/t/agent.sock\""
+                        "|tcp:host.docker.internal:7000|\"unix:/x|y,z=\\\"w\\\\.sock\","
+                        "token-file=\"/run/secrets/a,b=c\",alias = \"/run/my alias.sock\" ,auth=token");
+        cr_assert_str_eq(f->name, "agent");
+        cr_assert_str_eq(f->listen.path, "/run/a=b, c.sock");
+        cr_assert_eq(f->n_connect, 3);
+        cr_assert_str_eq(f->connect[0].path, "/Users/me/Library/Group Containers/2BUA8C4S2C.com.1password/t/agent.sock");
+        cr_assert_eq(f->connect[1].port, 7000);
+        cr_assert_str_eq(f->connect[2].path, "/x|y,z=\"w\\.sock");
+        cr_assert_str_eq(f->token_file, "/run/secrets/a,b=c");
+        cr_assert_str_eq(f->alias, "/run/my alias.sock");
+        cr_assert_eq(f->auth, SF_AUTH_TOKEN);
+        /* Spaces separate candidates in -F too, outside quotes. */
+        f = spec_ok("two:unix:/run/two.sock=\"unix:/a b\" tcp:h:1");
+        cr_assert_eq(f->n_connect, 2);
+        cr_assert_str_eq(f->connect[0].path, "/a b");
+        cr_assert_eq(sf_conf_validate(&conf), 0);
+        sf_conf_free(&conf);
+}
+
+Test(spec, quoting_errors) {
+        sf_conf_init(&conf);
+        const char *unclosed = "a double quote is not closed, expected \"...\" around a value, with \\\" for a quote and \\\\ for a backslash inside";
+        assert_spec_error("a:unix:/a=\"unix:/b c", unclosed);
+        assert_spec_error("a:\"unix:/a=unix:/b", unclosed);
+        assert_spec_error("a:unix:/a=unix:/b,alias=\"/x\\\"", unclosed);
+        assert_spec_error("a:unix:/a=\"unix:/b\\n\"",
+                          "connect: '\"unix:/b\\n\"' has \\n inside quotes, expected \\\" for a quote or \\\\ for a backslash");
+        assert_spec_error("a:\"unix:/a\"x=unix:/b",
+                          "listen: '\"unix:/a\"x' goes on after its closing quote, expected the closing quote at the end of the value");
+        assert_spec_error("a:unix:/a=unix:/b,token-file=/run/\"t\"",
+                          "token-file: '/run/\"t\"' has a quote inside, expected the whole value in double quotes, such as \"unix:/path with spaces/agent.sock\"");
+        /* A quoted path longer than any path: PATH_MAX bytes between the quotes. */
+        static char spec[PATH_MAX + 100], want[1024];
+        char path[PATH_MAX + 1];
+        memset(path, 'p', PATH_MAX);
+        path[0] = '/';
+        path[PATH_MAX] = '\0';
+        snprintf(spec, sizeof spec, "a:unix:/a=unix:/b,token-file=\"%s\"", path);
+        snprintf(want, sizeof want, "-F '%.512s...': token-file: '\"%.39s...' is too long, expected at most %d bytes in quotes", spec,
+                 path, PATH_MAX - 1);
+        cr_assert_eq(add_spec(&conf, spec, &log_text), -EINVAL);
+        assert_error(log_text, "%s", want);
+        cr_assert_eq(count_errors(log_text), 1);
+        free(log_text);
+        /* One byte less fits. */
+        path[PATH_MAX - 1] = '\0';
+        snprintf(spec, sizeof spec, "a:unix:/a=unix:/b,token-file=\"%s\"", path);
+        cr_assert_eq(strlen(spec_ok(spec)->token_file), PATH_MAX - 1);
+        cr_assert_eq(conf.n_forwards, 1);
+        sf_conf_free(&conf);
+}
