@@ -23,18 +23,20 @@ static bool is_digit(char c) {
 }
 
 /* Reads the leading decimal digits of s. Returns how many there were, or -ERANGE when the
- * number does not fit in 64 bits; *end points after the digits. */
+ * number does not fit in 64 bits; *end points after the digits either way. */
 static int read_digits(const char *s, uint64_t *out, const char **end) {
         uint64_t v = 0;
         int n = 0;
+        bool range = true;
         for (; is_digit(s[n]); n++) {
                 uint64_t d = (uint64_t)(s[n] - '0');
-                if (v > (UINT64_MAX - d) / 10)
-                        return -ERANGE;
+                range = range && v <= (UINT64_MAX - d) / 10;
                 v = v * 10 + d;
         }
-        *out = v;
         *end = s + n;
+        if (!range)
+                return -ERANGE;
+        *out = v;
         return n;
 }
 
@@ -57,15 +59,17 @@ int sf_duration_parse(const char *s, uint64_t *ms, char *err, size_t errlen) {
         if (*s == '-')
                 return sf_conf_fail(err, errlen, "\"%s\" is negative, " DURATION_EXPECTED, s);
         int n = read_digits(s, &v, &unit);
-        if (n == -ERANGE)
-                return sf_conf_fail(err, errlen, "\"%s\" is too large, " DURATION_EXPECTED, s);
         if (n == 0)
                 return sf_conf_fail(err, errlen, "\"%s\" is not a duration, " DURATION_EXPECTED, s);
         for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
                 if (strcmp(unit, units[i].suffix) != 0)
                         continue;
-                if (v > UINT64_MAX / units[i].ms)
-                        return sf_conf_fail(err, errlen, "\"%s\" is too large, " DURATION_EXPECTED, s);
+                /* A number too long for 64 bits is more than a day too. */
+                if (n < 0 || v > SF_DURATION_MAX_MS / units[i].ms)
+                        return sf_conf_fail(err, errlen,
+                                            "\"%s\" is more than 24h, expected a duration of at most 24h such as 250ms, 5s "
+                                            "or 2m",
+                                            s);
                 *ms = v * units[i].ms;
                 return 0;
         }

@@ -493,6 +493,30 @@ Test(load, forward_value_errors) {
                          "2: [d] idle-timeout: \"-1\" is negative, expected a duration such as 250ms, 5s or 2m");
 }
 
+/* Issue 23 g: every duration is capped at a day where it is parsed, so that no deadline or
+ * sum of two durations in the relay can wrap around. */
+Test(load, durations_are_capped_at_a_day) {
+        static const char *const keys[] = { "connect-timeout", "handshake-timeout", "idle-timeout" };
+        char text[256], want[512];
+        for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+                snprintf(text, sizeof text, "[d]\n%s = 18446744073709551615ms\n", keys[i]);
+                snprintf(want, sizeof want,
+                         "2: [d] %s: \"18446744073709551615ms\" is more than 24h, expected a duration of at most 24h such as 250ms, 5s or 2m",
+                         keys[i]);
+                assert_one_error(text, want);
+                snprintf(text, sizeof text, "[d]\n%s = 24h\n", keys[i]);
+                load_ok(text);
+                sf_conf_free(&conf);
+        }
+        assert_one_error("[sockferry]\ndrain-timeout = 86400001ms\n",
+                         "2: [sockferry] drain-timeout: \"86400001ms\" is more than 24h, expected a duration of at most 24h such as 250ms, 5s or 2m");
+        load_ok("[sockferry]\ndrain-timeout = 86400000ms\n[d]\nconnect-timeout = 24h\nhandshake-timeout = 1440m\nidle-timeout = 86400\n");
+        cr_assert_eq(conf.drain_timeout_ms, 86400000);
+        cr_assert_eq(conf.forwards[0].connect_timeout_ms + conf.forwards[0].handshake_timeout_ms, 2 * 86400000ull);
+        cr_assert_eq(conf.forwards[0].idle_timeout_ms, 86400000);
+        sf_conf_free(&conf);
+}
+
 Test(load, long_values) {
         char text[300], want[400];
         /* A letter first: a name starting with a digit fails before the length check. */

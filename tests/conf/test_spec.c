@@ -287,6 +287,18 @@ Test(spec, grows_the_array) {
         cr_assert_eq(conf.n_forwards, 0);
 }
 
+/* Issue 23 g: handshake-timeout=18446744073709551615ms was accepted, and the handshake then
+ * timed out after 4 ms (the relay's sum of two timeouts wrapped around). */
+Test(spec, handshake_timeout_beyond_a_day_is_refused) {
+        sf_conf_init(&conf);
+        assert_spec_error("a:unix:/a=tcp:h:1,handshake-timeout=18446744073709551615ms",
+                          "handshake-timeout: \"18446744073709551615ms\" is more than 24h, expected a duration of at most 24h such as 250ms, 5s or 2m");
+        assert_spec_error("a:unix:/a=tcp:h:1,connect-timeout=18446744073709551615ms",
+                          "connect-timeout: \"18446744073709551615ms\" is more than 24h, expected a duration of at most 24h such as 250ms, 5s or 2m");
+        cr_assert_eq(conf.n_forwards, 0);
+        sf_conf_free(&conf);
+}
+
 /* Issue 23: quoted values in -F. Inside quotes ':' '=' ',' '|' and spaces are part of the
  * value, so any path can be written on the command line. */
 Test(spec, quoted_values) {
