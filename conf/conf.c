@@ -37,6 +37,29 @@ void sf_conf_forward_init(struct sf_forward *f) {
         *f = forward_defaults;
 }
 
+void sf_conf_forward_clear(struct sf_forward *f) {
+        free(f->origin.where);
+        free(f->connect);
+        free(f->token_file);
+        *f = forward_defaults;
+}
+
+int sf_conf_forward_origin(struct sf_forward *f, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(NULL, 0, fmt, ap);
+        va_end(ap);
+        char *where = n < 0 ? NULL : malloc((size_t)n + 1);
+        if (!where)
+                return -ENOMEM;
+        va_start(ap, fmt);
+        vsnprintf(where, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+        free(f->origin.where);
+        f->origin.where = where;
+        return 0;
+}
+
 void sf_conf_forward_resolve(struct sf_forward *f) {
         /* Four handshakes in flight per connection the forward serves, so that one source (a
          * quarter of the budget) may have as many as the forward serves connections. */
@@ -58,12 +81,18 @@ struct sf_forward *sf_conf_forward_find(const struct sf_conf *c, const char *nam
         return NULL;
 }
 
-int sf_conf_forward_add(struct sf_conf *c, const struct sf_forward *f) {
-        struct sf_forward *a = realloc(c->forwards, (c->n_forwards + 1) * sizeof *a);
-        if (!a)
-                return -ENOMEM;
-        c->forwards = a;
+int sf_conf_forward_add(struct sf_conf *c, struct sf_forward *f) {
+        size_t n = c->n_forwards;
+        /* The array doubles when it holds a power of two, so that n forwards cost O(n) copies;
+         * its size follows from n_forwards alone. */
+        if ((n & (n - 1)) == 0) {
+                struct sf_forward *a = realloc(c->forwards, (n ? 2 * n : 1) * sizeof *a);
+                if (!a)
+                        return -ENOMEM;
+                c->forwards = a;
+        }
         c->forwards[c->n_forwards++] = *f;
+        sf_conf_forward_init(f);
         return 0;
 }
 
@@ -94,12 +123,14 @@ void sf_conf_forward_error(const struct sf_forward *f, const char *key, const ch
 }
 
 const char *sf_conf_token_file(const struct sf_conf *c, const struct sf_forward *f) {
-        if (f && f->token_file[0])
+        if (f && f->token_file && f->token_file[0])
                 return f->token_file;
         return c->token_file[0] ? c->token_file : NULL;
 }
 
 void sf_conf_free(struct sf_conf *c) {
+        for (size_t i = 0; i < c->n_forwards; i++)
+                sf_conf_forward_clear(&c->forwards[i]);
         free(c->forwards);
         c->forwards = NULL;
         c->n_forwards = 0;

@@ -6,9 +6,11 @@
  *   load.c      the INI file (inih)
  *   spec.c      -F NAME:LISTEN=CONNECT[,key=value...]
  *   validate.c  the checks that need every forward: missing keys, duplicates, policy
+ *   index.c     finding forwards by a key in constant time
  *   text.c      the small text helpers below, the endpoint parser's too */
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "conf/conf.h"
 
@@ -42,21 +44,47 @@ int sf_conf_unquote(const char *s, size_t len, char *buf, size_t size, const cha
 
 /* The configuration object (conf.c). */
 
-/* A forward with every default set. */
+/* A forward with every default set and nothing on the heap. */
 void sf_conf_forward_init(struct sf_forward *f);
+/* Frees what a forward holds on the heap and sets the defaults again; safe to repeat. */
+void sf_conf_forward_clear(struct sf_forward *f);
+/* Sets the origin, formatted; returns 0 or -ENOMEM. */
+int sf_conf_forward_origin(struct sf_forward *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The defaults that depend on other keys, once all of a forward's keys are known. */
 void sf_conf_forward_resolve(struct sf_forward *f);
 /* Letters, digits, '_', '.' and '-', at most SF_NAME_MAX - 1 of them. */
 bool sf_conf_name_valid(const char *name);
 struct sf_forward *sf_conf_forward_find(const struct sf_conf *c, const char *name);
-/* Appends a copy of *f; returns 0 or -ENOMEM. */
-int sf_conf_forward_add(struct sf_conf *c, const struct sf_forward *f);
+/* Moves *f into the configuration (*f is left with the defaults and owns nothing); returns 0
+ * or -ENOMEM, and then *f still owns what it held. */
+int sf_conf_forward_add(struct sf_conf *c, struct sf_forward *f);
 /* How much of a forward's origin to print after "first defined at": a file origin
  * "FILE:LINE: [name]" without its " [name]" tail, or the whole -F argument. */
 int sf_conf_place_len(const struct sf_forward *f);
 /* Logs an error about a forward at its origin, with the key when there is one. */
 void sf_conf_forward_error(const struct sf_forward *f, const char *key, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
+
+/* An index of forwards by a key (a name, an endpoint, a path), index.c: open addressing over
+ * positions in the forwards array, so that finding the first forward with a key costs O(1)
+ * and checking a configuration stays linear in its size. A slot holds a position + 1, 0 when
+ * empty. */
+struct sf_conf_index {
+        size_t *slot;
+        size_t mask;
+};
+
+/* Room for n keys; returns 0 or -ENOMEM. */
+int sf_conf_index_init(struct sf_conf_index *ix, size_t n);
+void sf_conf_index_free(struct sf_conf_index *ix);
+/* The slot of the first forward for which same(forward, key) holds, or the empty slot where
+ * that key goes; hash must be the same for keys that are the same. */
+size_t *sf_conf_index_slot(const struct sf_conf_index *ix, uint64_t hash, const struct sf_forward *forwards,
+                           bool (*same)(const struct sf_forward *f, const void *key), const void *key);
+/* FNV-1a of n bytes, continuing from h (start with SF_CONF_HASH_START); fold: ASCII case
+ * folded, for names compared without case. */
+#define SF_CONF_HASH_START 14695981039346656037ull
+uint64_t sf_conf_hash(uint64_t h, const void *p, size_t n, bool fold);
 
 /* The keys (keys.c). A key valid in a forward section has .forward, one valid in [sockferry]
  * has .global; token-file has both. */

@@ -56,7 +56,12 @@ int sf_conf_parse_connect(struct sf_forward *f, const char *v, char *err, size_t
         }
         if (n == 0)
                 return sf_conf_fail(err, errlen, "empty value, expected one or more endpoints separated by spaces or |");
-        memcpy(f->connect, eps, n * sizeof eps[0]);
+        struct sf_endpoint *a = malloc(n * sizeof *a);
+        if (!a)
+                return sf_conf_fail(err, errlen, "%s", strerror(ENOMEM));
+        memcpy(a, eps, n * sizeof eps[0]);
+        free(f->connect);
+        f->connect = a;
         f->n_connect = n;
         return 0;
 }
@@ -75,22 +80,31 @@ static int parse_allow_insecure(struct sf_forward *f, const char *v, char *err, 
         return sf_bool_parse(v, &f->allow_insecure, err, errlen);
 }
 
-/* A relative token file would depend on the directory the relay happens to start in. */
-static int parse_token_path(const char *v, char *dst, size_t size, char *err, size_t errlen) {
-        char buf[PATH_MAX];
-        if (unquoted(v, buf, &v, err, errlen) < 0)
+/* A relative token file would depend on the directory the relay happens to start in. The
+ * path goes into buf (PATH_MAX bytes). */
+static int parse_token_path(const char *v, char *buf, char *err, size_t errlen) {
+        char unq[PATH_MAX];
+        if (unquoted(v, unq, &v, err, errlen) < 0)
                 return -EINVAL;
         if (!sf_path_is_absolute(v))
                 return sf_conf_fail(err, errlen, "\"%s\" is not an absolute path, expected an absolute path such as %s", v,
                                     sf_token_path_example);
-        if (strlen(v) >= size)
-                return sf_conf_fail(err, errlen, "path is too long (%zu bytes at most), expected a shorter path", size - 1);
-        strcpy(dst, v);
+        if (strlen(v) >= PATH_MAX)
+                return sf_conf_fail(err, errlen, "path is too long (%d bytes at most), expected a shorter path", PATH_MAX - 1);
+        strcpy(buf, v);
         return 0;
 }
 
 static int parse_forward_token_file(struct sf_forward *f, const char *v, char *err, size_t errlen) {
-        return parse_token_path(v, f->token_file, sizeof f->token_file, err, errlen);
+        char path[PATH_MAX];
+        if (parse_token_path(v, path, err, errlen) < 0)
+                return -EINVAL;
+        char *copy = strdup(path);
+        if (!copy)
+                return sf_conf_fail(err, errlen, "%s", strerror(ENOMEM));
+        free(f->token_file);
+        f->token_file = copy;
+        return 0;
 }
 
 static int parse_alias(struct sf_forward *f, const char *v, char *err, size_t errlen) {
@@ -273,7 +287,8 @@ static int parse_control(struct sf_conf *c, const char *v, char *err, size_t err
 }
 
 static int parse_global_token_file(struct sf_conf *c, const char *v, char *err, size_t errlen) {
-        return parse_token_path(v, c->token_file, sizeof c->token_file, err, errlen);
+        _Static_assert(sizeof c->token_file == PATH_MAX, "the global token file holds any path");
+        return parse_token_path(v, c->token_file, err, errlen);
 }
 
 static int parse_user(struct sf_conf *c, const char *v, char *err, size_t errlen) {

@@ -42,11 +42,13 @@ struct loader {
         bool use_scratch;
         size_t forward;
         struct sf_forward scratch;
+        struct sf_conf_index names; /* the forwards by name */
         unsigned global_line;   /* where [sockferry] started, 0 before */
         unsigned key_line[SF_CONF_N_KEYS]; /* where each key was set in the current section */
 
         unsigned n_errors;
         int error; /* -errno that ends the load: a read error or no memory */
+        bool full; /* SF_MAX_FORWARDS reached: the rest of the file is not read */
 };
 
 static void loader_error(struct loader *l, bool in_section, const char *key, const char *fmt, ...)
@@ -72,31 +74,52 @@ static struct sf_forward *loader_forward(struct loader *l) {
         return l->use_scratch ? &l->scratch : &l->conf->forwards[l->forward];
 }
 
+static bool same_name(const struct sf_forward *f, const void *name) {
+        return strcmp(f->name, name) == 0;
+}
+
+static size_t *name_slot(const struct loader *l, const char *name) {
+        return sf_conf_index_slot(&l->names, sf_conf_hash(SF_CONF_HASH_START, name, strlen(name), false),
+                                  l->conf->forwards, same_name, name);
+}
+
 static void start_forward(struct loader *l, const char *name) {
-        const struct sf_forward *first = sf_conf_forward_find(l->conf, name);
+        struct sf_conf *c = l->conf;
         struct sf_forward f;
 
         l->kind = SECTION_FORWARD;
         l->use_scratch = true;
-        sf_conf_forward_init(&l->scratch);
+        sf_conf_forward_clear(&l->scratch);
         if (!sf_conf_name_valid(name)) {
                 loader_error(l, true, NULL, "not a valid forward name, " NAME_EXPECTED);
                 return;
         }
-        if (first) {
+        size_t *slot = name_slot(l, name);
+        if (*slot) {
+                const struct sf_forward *first = &c->forwards[*slot - 1];
                 loader_error(l, true, NULL, "duplicate forward name, first defined at %.*s", sf_conf_place_len(first),
                              first->origin.where);
                 return;
         }
+        if (c->n_forwards >= SF_MAX_FORWARDS) {
+                loader_error(l, true, NULL,
+                             "more than %d forwards, expected at most %d in one configuration (each is a listening "
+                             "socket and holds descriptors for its connections); the rest of %s is not read: split "
+                             "the forwards across relays",
+                             SF_MAX_FORWARDS, SF_MAX_FORWARDS, l->path);
+                l->full = true;
+                return;
+        }
         sf_conf_forward_init(&f);
         strcpy(f.name, name);
-        snprintf(f.origin.where, sizeof f.origin.where, "%s:%u: [%s]", l->path, l->line, name);
-        if (sf_conf_forward_add(l->conf, &f) < 0) {
+        if (sf_conf_forward_origin(&f, "%s:%u: [%s]", l->path, l->line, name) < 0 || sf_conf_forward_add(c, &f) < 0) {
+                sf_conf_forward_clear(&f);
                 l->error = -ENOMEM;
                 return;
         }
         l->use_scratch = false;
-        l->forward = l->conf->n_forwards - 1;
+        l->forward = c->n_forwards - 1;
+        *slot = c->n_forwards;
 }
 
 /* A "[name]" line, with only whitespace or a comment after the ']'. */
@@ -116,7 +139,7 @@ static void start_section(struct loader *l, char *s) {
                 loader_error(l, false, NULL, SYNTAX_ERROR);
                 l->kind = SECTION_FORWARD;
                 l->use_scratch = true;
-                sf_conf_forward_init(&l->scratch);
+                sf_conf_forward_clear(&l->scratch);
                 return;
         }
         if (strcmp(name, GLOBAL_SECTION) != 0) {
@@ -189,7 +212,7 @@ static char *read_line(char *str, int num, void *stream) {
         if (l->pending)
                 loader_error(l, false, NULL, SYNTAX_ERROR);
         l->pending = false;
-        if (l->error)
+        if (l->error || l->full)
                 return NULL;
         /* A line is read up to CONF_LINE_MAX bytes; the rest of a longer one is skipped, and
          * the whole file is read up to CONF_FILE_MAX bytes. */
@@ -302,15 +325,30 @@ int sf_conf_load(struct sf_conf *c, const char *path) {
                 sf_log_error("%.*s...: cannot read config: %s", QUOTE_MAX, path, strerror(ENAMETOOLONG));
                 return -ENAMETOOLONG;
         }
-        r = open_regular(path, &l.f);
-        if (r < 0)
+        /* Room for every forward a configuration may have, with those already added. */
+        r = sf_conf_index_init(&l.names, SF_MAX_FORWARDS);
+        if (r < 0) {
+                sf_log_error("%s: cannot read config: %s", path, strerror(-r));
                 return r;
+        }
+        for (size_t i = 0; i < c->n_forwards; i++) {
+                size_t *slot = name_slot(&l, c->forwards[i].name);
+                if (!*slot)
+                        *slot = i + 1;
+        }
+        r = open_regular(path, &l.f);
+        if (r < 0) {
+                sf_conf_index_free(&l.names);
+                return r;
+        }
         strcpy(c->file, path);
         r = ini_parse_stream(read_line, &l, handle_pair, &l);
         /* -2 is inih failing to allocate its line buffer, in builds without INI_USE_STACK. */
         if (r == -2 && !l.error)
                 l.error = -ENOMEM;
         fclose(l.f);
+        sf_conf_forward_clear(&l.scratch);
+        sf_conf_index_free(&l.names);
         if (l.error == -EFBIG) {
                 sf_log_error("%s: cannot read config: larger than %d bytes, expected a config file (it grew while "
                              "being read)",

@@ -101,6 +101,7 @@ int sf_conf_add_spec(struct sf_conf *c, const char *spec) {
         unsigned n_errors = 0;
         int r = -EINVAL;
 
+        sf_conf_forward_init(&f);
         char *copy = strdup(spec);
         if (!copy) {
                 spec_error(spec, "%s", strerror(ENOMEM));
@@ -131,9 +132,17 @@ int sf_conf_add_spec(struct sf_conf *c, const char *spec) {
                 *items++ = '\0';
         const char *name = sf_conf_trim(copy), *listen = sf_conf_trim(colon + 1), *connect = sf_conf_trim(eq + 1);
 
-        sf_conf_forward_init(&f);
-        snprintf(f.origin.where, sizeof f.origin.where, "-F '%.*s%s'", QUOTE_MAX, spec,
-                 strlen(spec) > QUOTE_MAX ? "..." : "");
+        if (sf_conf_forward_origin(&f, "-F '%.*s%s'", QUOTE_MAX, spec, strlen(spec) > QUOTE_MAX ? "..." : "") < 0) {
+                spec_error(spec, "%s", strerror(ENOMEM));
+                r = -ENOMEM;
+                goto out;
+        }
+        if (c->n_forwards >= SF_MAX_FORWARDS) {
+                spec_error(spec, "more than %d forwards, expected at most %d in one configuration (each is a listening "
+                                 "socket and holds descriptors for its connections)%s%s: split the forwards across relays",
+                           SF_MAX_FORWARDS, SF_MAX_FORWARDS, c->file[0] ? ", with those of " : "", c->file);
+                goto out;
+        }
         if (!sf_conf_name_valid(name))
                 spec_error(spec, "\"%s\" is not a valid forward name, " NAME_EXPECTED, name);
         else if (strcmp(name, GLOBAL_SECTION) == 0)
@@ -161,6 +170,7 @@ int sf_conf_add_spec(struct sf_conf *c, const char *spec) {
                         spec_error(spec, "%s", strerror(-r));
         }
 out:
+        sf_conf_forward_clear(&f);
         free(copy);
         return r;
 }

@@ -299,6 +299,35 @@ Test(spec, handshake_timeout_beyond_a_day_is_refused) {
         sf_conf_free(&conf);
 }
 
+/* The file and -F count together towards SF_MAX_FORWARDS. */
+Test(spec, forwards_per_configuration_are_limited) {
+        char spec[64];
+        sf_conf_init(&conf);
+        for (int i = 0; i < SF_MAX_FORWARDS; i++) {
+                snprintf(spec, sizeof spec, "f%d:unix:@f%d=unix:@u", i, i);
+                cr_assert_eq(sf_conf_add_spec(&conf, spec), 0, "%s", spec);
+        }
+        assert_spec_error("extra:unix:@extra=unix:@u",
+                          "more than 4096 forwards, expected at most 4096 in one configuration (each is a listening socket and holds descriptors for its connections): split the forwards across relays");
+        cr_assert_eq(sf_conf_validate(&conf), 0);
+        sf_conf_free(&conf);
+
+        char *l;
+        sf_conf_init(&conf);
+        cr_assert_eq(load_text(&conf, "[a]\nlisten = unix:@a\nconnect = unix:@b\n", &l), 0, "%s", l);
+        free(l);
+        for (int i = 1; i < SF_MAX_FORWARDS; i++) {
+                snprintf(spec, sizeof spec, "f%d:unix:@f%d=unix:@u", i, i);
+                cr_assert_eq(sf_conf_add_spec(&conf, spec), 0, "%s", spec);
+        }
+        char want[PATH_MAX + 512];
+        snprintf(want, sizeof want,
+                 "more than 4096 forwards, expected at most 4096 in one configuration (each is a listening socket and holds descriptors for its connections), with those of %s/sf.conf: split the forwards across relays",
+                 scratch_dir());
+        assert_spec_error("extra:unix:@extra=unix:@u", want);
+        sf_conf_free(&conf);
+}
+
 /* Issue 23: quoted values in -F. Inside quotes ':' '=' ',' '|' and spaces are part of the
  * value, so any path can be written on the command line. */
 Test(spec, quoted_values) {
