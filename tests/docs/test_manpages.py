@@ -6,7 +6,7 @@ Usage: test_manpages.py SOURCE_ROOT
 * every long and short option of every `sockferry COMMAND` (struct option arrays and
   getopt strings of shim/cmd_*.c and the shared ones of shim/cli.h) is in doc/sockferry.1.scd and in the bash completion;
 * every command of shim/main.c is in both;
-* every configuration key (conf/conf.c keys[]) is in doc/sockferry.conf.5.scd;
+* every configuration key (conf/keys.c sf_conf_keys[]) is in doc/sockferry.conf.5.scd;
 * every exit status the CLI defines (SF_EX_* in conf/conf.h, shim/cli.h) is in sockferry(1)'s EXIT STATUS.
 """
 import pathlib
@@ -44,11 +44,11 @@ def main():
         for ch in sorted(shorts):
             tests.append((f"*-{ch}*" in man1, f"sockferry(1) documents -{ch} ({src.name})"))
 
-    conf = (root / "conf" / "conf.c").read_text()
-    table = conf[conf.index("} keys[] = {"):]
+    conf = (root / "conf" / "keys.c").read_text()
+    table = conf[conf.index(" sf_conf_keys[] = {"):]
     table = table[: table.index("};")]
     keys = re.findall(r'\{\s*"([a-z-]+)",', table)
-    tests.append((len(keys) >= 10, f"conf/conf.c has a key table ({len(keys)} keys)"))
+    tests.append((len(keys) >= 10, f"conf/keys.c has a key table ({len(keys)} keys)"))
     for key in keys:
         tests.append((re.search(rf"^\*{re.escape(key)}\* =", man5, flags=re.M) is not None,
                       f"sockferry.conf(5) documents the key {key}"))

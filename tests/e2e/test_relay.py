@@ -565,5 +565,32 @@ def test_abstract_and_ipv6_endpoints():
         shutil.rmtree(d)
 
 
+def test_quoted_connect_path_with_spaces():
+    # Issue 23: 1Password's agent on a Mac lives under "Group Containers"; a quoted candidate
+    # in the file and in -F reaches it. In -F the quoted one comes after a refused candidate.
+    d = tmpdir()
+    agent_dir = os.path.join(d, "Group Containers", "2BUA8C4S2C.com.1password", "t")
+    os.makedirs(agent_dir)
+    agent = os.path.join(agent_dir, "agent.sock")
+    srv = Server("echo", agent)
+    conf = d + "/sf.conf"
+    with open(conf, "w") as f:
+        f.write('[agent]\nlisten = unix:%s/file.sock\nconnect = "unix:%s" tcp:127.0.0.1:%d\n'
+                % (d, agent, free_port()))
+    r = None
+    try:
+        r = Relay(["relay", "-c", conf, "-F", 'spec:unix:%s/spec.sock=tcp:127.0.0.1:%d|"unix:%s"' % (d, free_port(), agent)])
+        for name in ("file", "spec"):
+            s = connect("%s/%s.sock" % (d, name))
+            s.sendall(b"ping " + name.encode())
+            assert s.recv(64) == b"ping " + name.encode(), r.text()
+            s.close()
+    finally:
+        if r:
+            r.stop()
+        srv.stop()
+        shutil.rmtree(d)
+
+
 if __name__ == "__main__":
     sys.exit(Tap([v for k, v in list(globals().items()) if k.startswith("test_")]).run())
