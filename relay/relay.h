@@ -56,4 +56,7 @@ void sf_relay_run(uv_loop_t *loop, struct sf_relay *relay);
 void sf_relay_free(struct sf_relay *relay);
 
 size_t sf_relay_n_forwards(const struct sf_relay *relay);
+/* The descriptor forward's listener holds between sf_relay_bind and sf_relay_start (a passed
+ * socket keeps its number), or -1. */
+int sf_relay_listen_fd(const struct sf_relay *relay, size_t forward);
 const struct sf_relay_stats *sf_relay_stats_get(const struct sf_relay *relay, size_t forward);

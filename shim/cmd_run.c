@@ -239,6 +239,21 @@ static void on_relay_fatal(struct sf_relay *relay, int err, void *data) {
         relay_failed(data);
 }
 
+/* The forwards took their passed sockets: the payload gets none of them, nor the variables
+ * about them and the service manager's notify socket (shim/env.h). */
+static bool relay_listens_on(int fd, void *data) {
+        const struct sf_relay *relay = data;
+        for (size_t i = 0; relay && i < sf_relay_n_forwards(relay); i++)
+                if (sf_relay_listen_fd(relay, i) == fd)
+                        return true;
+        return false;
+}
+
+static void activation_clear(struct run *run) {
+        sf_notify_keep();
+        sf_env_activation_clear(relay_listens_on, run->relay);
+}
+
 /* Everything before the payload starts; returns 0 or the exit status. */
 static int prepare(uv_loop_t *loop, struct sf_conf *c, const struct options *o, struct run *run) {
         char preload[PATH_MAX];
@@ -257,6 +272,7 @@ static int prepare(uv_loop_t *loop, struct sf_conf *c, const struct options *o, 
         int status = relay_open(loop, c, run);
         if (status)
                 return status;
+        activation_clear(run);
         if ((status = aliases_apply(c, have_preload)))
                 return status;
         if (sf_env_export(c) < 0)
