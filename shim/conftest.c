@@ -100,6 +100,8 @@ int sf_cli_conf_test(const struct sf_conf *c) {
                         status = SF_EX_CONFIG;
                 if (sf_listener_place_check(f, c) == -EPERM)
                         status = SF_EX_CONFIG;
+                if ((f->listen.kind == SF_EP_SYSTEMD || f->listen.kind == SF_EP_FD) && sf_listener_passed_test(f) < 0)
+                        status = SF_EX_CONFIG;
                 listen_test(f);
                 char connect[2048] = "";
                 for (size_t j = 0; j < f->n_connect; j++)

@@ -485,6 +485,88 @@ def test_a_volume_mounted_for_the_socket_is_closed_to_others():
         shutil.rmtree(base)
 
 
+# ---- passed listeners (systemd:, fd:) ---------------------------------------------------------
+
+# A network of its own with 198.18.7.1 (198.18.0.0/15 is for tests) on one end of a veth pair
+# whose both ends stay in it (not every kernel has the dummy driver); the namespace and its
+# links go away with its last process.
+OWN_NET = ("ip link set lo up && ip link add sf-d0 type veth peer name sf-d1 && "
+           "ip addr add 198.18.7.1/32 dev sf-d0 && ip link set sf-d0 up && ip link set sf-d1 up && ")
+ACTIVATED_CLIENT = r'''
+import socket, sys
+c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5)
+try:
+    print(repr(c.recv(100)))
+except OSError as e:
+    print("error", e)
+'''
+
+
+def activated(addr, port, fdname, args):
+    """sockferry ARGS started by systemd-socket-activate listening on addr:port (fd 3, named
+    fdname), in a network namespace of its own, once a client connected there; returns the
+    Relay and what that first client received."""
+    if not shutil.which("systemd-socket-activate"):
+        raise Skip("systemd-socket-activate (Debian's systemd package) is not installed")
+    if not shutil.which("nsenter"):
+        raise Skip("nsenter (util-linux) is not installed")
+    prefix = ["unshare", "--net", "sh", "-c", OWN_NET + 'name=$1 && shift && exec systemd-socket-activate -l "$0" '
+              '--fdname="$name" -E NOTIFY_SOCKET "$@"', "%s:%d" % (addr, port), fdname]
+    r = Relay(args, prefix=prefix, wait_ready=False)
+    net = "/proc/%d/ns/net" % r.pid
+
+    def client():
+        # In the relay's network, once systemd-socket-activate listens there.
+        p = subprocess.run(["nsenter", "--net=" + net, PYTHON, "-c", ACTIVATED_CLIENT, addr, str(port)],
+                           capture_output=True, text=True, timeout=20)
+        return p.stdout.strip() if p.returncode == 0 else None
+    got = None
+    deadline = time.monotonic() + 10
+    while got is None and time.monotonic() < deadline and r.proc.poll() is None:
+        got = client()
+        if got is None:
+            time.sleep(0.05)
+    return r, got
+
+
+def test_d_a_passed_socket_on_a_network_address_needs_auth():
+    """systemd: and fd: listeners were served without auth whatever address the socket unit
+    bound: a passed TCP socket on 198.18.7.1 must be refused as tcp:198.18.7.1 is (exit 78),
+    by relay -t too; on loopback, or with allow-insecure, it is served."""
+    need_root()
+    base = base_dir()
+    up = Upstream(os.path.join(base, "up.sock"))
+    port = free_port()
+    try:
+        for spec in ("a:systemd:web=unix:%s" % up.where, "a:fd:3=unix:%s" % up.where):
+            for test in ([], ["-t"]):
+                r, got = activated("198.18.7.1", port, "web", ["relay"] + test + ["-F", spec])
+                try:
+                    rc = r.wait()
+                except subprocess.TimeoutExpired:
+                    rc = None
+                log = r.text()
+                r.kill()
+                assert rc == 78, "%s %s: exit %s, the first client got %s:\n%s" % (spec, test, rc, got, log)
+                assert got is None or "SSH-2.0" not in got, "served without auth: %s" % got
+                assert ("listen %s: the passed socket is bound to 198.18.7.1:%d, which is not a loopback address"
+                        % (spec.split(":", 1)[1].split("=")[0], port)) in log and "set auth = token" in log, log
+                assert "configuration OK" not in log, log
+        # Loopback, and a network address with allow-insecure: served.
+        for addr, extra in (("127.0.0.1", ""), ("198.18.7.1", ",allow-insecure=yes")):
+            r, got = activated(addr, port, "web", ["relay", "-F", "a:systemd:web=unix:%s%s" % (up.where, extra)])
+            try:
+                assert got and "SSH-2.0" in got, "%s%s: the first client got %s:\n%s" % (addr, extra, got, r.text())
+            finally:
+                r.stop()
+        # relay -t without the socket says what it cannot check.
+        rc, out, err = run_sockferry(["relay", "-t", "-F", "a:systemd:web=unix:%s" % up.where])
+        assert rc == 0 and "listen systemd:web: no socket is passed to this test" in err, (rc, out, err)
+    finally:
+        up.stop()
+        shutil.rmtree(base)
+
+
 if __name__ == "__main__":
     sys.exit(Tap([
         test_a_nobody_cannot_take_over_a_socket_in_its_writable_directory,
@@ -499,4 +581,5 @@ if __name__ == "__main__":
         test_a_token_another_user_owns_is_refused_by_relay_and_check,
         test_a_loopback_looking_name_that_resolves_to_every_address_needs_auth,
         test_a_name_that_resolves_to_loopback_listens_without_auth,
+        test_d_a_passed_socket_on_a_network_address_needs_auth,
     ]).run())
