@@ -485,6 +485,65 @@ def test_a_volume_mounted_for_the_socket_is_closed_to_others():
         shutil.rmtree(base)
 
 
+# ---- the control socket ------------------------------------------------------------------------
+
+FLOOD = r'''
+import socket, sys, time
+name, seconds = sys.argv[1], float(sys.argv[2])
+n = 0
+end = time.monotonic() + seconds
+print("flooding", flush=True)
+while time.monotonic() < end:
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.connect("\0" + name)
+        s.sendall(b"stats\n")
+        n += 1
+    except OSError:
+        pass
+    finally:
+        s.close()
+print(n, flush=True)
+'''
+
+
+def test_h_a_flood_of_refused_peers_cannot_keep_root_from_its_stats():
+    """Refused control peers counted against the client limit until their handles closed: uid
+    65534 flooding unix:@NAME made 28 of 30 root `stats` calls fail. Every one must work."""
+    need_root()
+    base = base_dir()
+    name = "sf-policy-flood-%d" % os.getpid()
+    conf = os.path.join(base, "conf")
+    with open(conf, "w") as f:
+        f.write("[sockferry]\ncontrol = unix:@%s\n\n[x]\nlisten = unix:%s/in.sock\nconnect = unix:%s/svc.sock\n"
+                % (name, base, base))
+    r = Relay(["relay", "-c", conf])
+    flood = []
+    try:
+        flood = [nobody_python(FLOOD, name, "60") for _ in range(4)]
+        for p in flood:
+            assert p.stdout.readline().strip() == "flooding", p.communicate()[1]
+        failed = []
+        for i in range(30):
+            rc, out, err = run_sockferry(["stats", "--control", "unix:@" + name, "--format", "json"])
+            if rc != 0 or '"forwards"' not in out:
+                failed.append((i, rc, err.strip()))
+        still = sum(p.poll() is None for p in flood)
+        for p in flood:
+            p.kill()
+        counts = [p.communicate()[0].strip() for p in flood]
+        assert still == len(flood), "the flood ended before the stats calls did: %s" % counts
+        assert not failed, "%d of 30 stats calls failed during the flood: %s" % (len(failed), failed[:3])
+        assert "refused a connection from uid 65534" in r.text(), r.text()
+    finally:
+        for p in flood:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+        r.stop()
+        shutil.rmtree(base)
+
+
 # ---- passed listeners (systemd:, fd:) ---------------------------------------------------------
 
 # A network of its own with 198.18.7.1 (198.18.0.0/15 is for tests) on one end of a veth pair
@@ -582,4 +641,5 @@ if __name__ == "__main__":
         test_a_loopback_looking_name_that_resolves_to_every_address_needs_auth,
         test_a_name_that_resolves_to_loopback_listens_without_auth,
         test_d_a_passed_socket_on_a_network_address_needs_auth,
+        test_h_a_flood_of_refused_peers_cannot_keep_root_from_its_stats,
     ]).run())
