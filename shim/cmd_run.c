@@ -158,7 +158,8 @@ static void privs_limit(const struct sf_conf *c) {
 }
 
 /* Links every alias and warns when clients there need the preload library and will not
- * have it. Returns SF_EX_CONFIG when an alias lies in a directory others could change. */
+ * have it. Returns SF_EX_CONFIG when an alias lies in a directory others could change, EX_START
+ * when another user's socket or link holds it and cannot be replaced. */
 static int aliases_apply(const struct sf_conf *c, bool have_preload) {
         for (size_t i = 0; i < c->n_forwards; i++) {
                 const struct sf_forward *f = &c->forwards[i];
@@ -167,6 +168,8 @@ static int aliases_apply(const struct sf_conf *c, bool have_preload) {
                 enum sf_alias_result r = sf_alias_apply(f, c);
                 if (r == SF_ALIAS_UNSAFE)
                         return SF_EX_CONFIG;
+                if (r == SF_ALIAS_FOREIGN)
+                        return EX_START;
                 if (sf_alias_needs_preload(r) && !have_preload)
                         sf_log(SF_LOG_WARN, f->name, 0,
                                "alias %s: clients that connect there will fail without the preload library, which is not in use (install it, or drop --no-preload)",

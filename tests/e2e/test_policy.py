@@ -312,6 +312,99 @@ def test_alias_in_a_directory_nobody_controls_is_refused():
         shutil.rmtree(base)
 
 
+SQUAT = r'''
+import os, socket, sys
+path, link = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None
+s = socket.socket(socket.AF_UNIX)
+s.bind(path + ".real" if link else path)
+s.listen(8)
+if link:
+    os.symlink(path + ".real", path)
+s.settimeout(15)
+print("listening", flush=True)
+while True:
+    try:
+        c, _ = s.accept()
+    except OSError:
+        break
+    c.settimeout(2)
+    try:
+        got = c.recv(100)
+    except OSError:
+        got = b""
+    if got:
+        print("got " + repr(got), flush=True)
+    c.close()
+'''
+ASK = r'''
+import socket, sys
+c = socket.socket(socket.AF_UNIX)
+c.settimeout(5)
+c.connect(sys.argv[1])
+c.sendall(b"the payload's request\n")
+print(repr(c.recv(100)))
+'''
+
+
+def test_c_an_alias_held_by_nobodys_socket_is_never_used():
+    """In a sticky directory (/tmp) nobody listens at the alias path, or puts a link there: run
+    left it "live, the bind mount worked" and the payload's request reached nobody. As root the
+    link to the listen socket replaces it; a run that cannot replace it exits 1 naming the owner."""
+    need_root()
+    base = base_dir()
+    up = Upstream(os.path.join(base, "up.sock"))
+    sticky = os.path.join(base, "tmp")
+    os.mkdir(sticky)
+    os.chmod(sticky, 0o1777)
+    squatters = []
+    try:
+        for how in ("socket", "link"):
+            alias = os.path.join(sticky, "app-%s.sock" % how)
+            p = nobody_python(SQUAT, alias, *(["link"] if how == "link" else []))
+            squatters.append(p)
+            assert p.stdout.readline().strip() == "listening", p.communicate()[1]
+            rc, out, log = run_sockferry(["run", "--no-preload", "-F", "a:unix:%s/a-%s.sock=unix:%s,alias=%s"
+                                          % (base, how, up.where, alias), "--", PYTHON, "-c", ASK, alias])
+            p.kill()
+            squatter = p.communicate()[0]
+            assert rc == 0 and "SSH-2.0" in out, "%s: exit %d, the payload got %s; nobody's listener: %s\n%s" % (
+                how, rc, out.strip(), squatter.strip(), log)
+            assert "got" not in squatter, "%s: nobody received %s" % (how, squatter.strip())
+            assert "alias %s: a %s owned by nobody (uid 65534) was at the path" % (
+                alias, "socket" if how == "socket" else "symbolic link") in log, log
+            st = os.lstat(alias)
+            assert st.st_uid == 0 and os.readlink(alias) == "%s/a-%s.sock" % (base, how), (st.st_uid, alias)
+
+        # Not root, so the sticky directory keeps nobody's socket: run refuses to start.
+        alias = os.path.join(sticky, "app-other.sock")
+        p = nobody_python(SQUAT, alias)
+        squatters.append(p)
+        assert p.stdout.readline().strip() == "listening", p.communicate()[1]
+        other = nobody_dir(os.path.join(base, "other"))
+        os.chown(other, 65533, 65533)
+        marker = os.path.join(other, "started")
+
+        def as_other():
+            os.setgroups([])
+            os.setgid(65533)
+            os.setuid(65533)
+        cmd = [os.environ.get("SOCKFERRY", "sockferry"), "run", "--no-preload", "-F",
+               "a:unix:%s/a.sock=unix:%s,alias=%s" % (other, up.where, alias), "--", "touch", marker]
+        t = subprocess.run(cmd, capture_output=True, text=True, timeout=20, preexec_fn=as_other, cwd="/")
+        assert t.returncode == 1, (t.returncode, t.stderr)
+        assert "alias %s: a socket owned by nobody (uid 65534) is at the path and cannot be replaced" % alias \
+            in t.stderr and "rm %s" % alias in t.stderr, t.stderr
+        assert not os.path.exists(marker), "the payload started"
+        assert not os.path.islink(alias), "nobody's socket was replaced by uid 65533"
+    finally:
+        for p in squatters:
+            if p.poll() is None:
+                p.kill()
+            p.communicate()
+        up.stop()
+        shutil.rmtree(base)
+
+
 KEEP_READING = r'''
 import sys, time
 f = open(sys.argv[1])
@@ -636,6 +729,7 @@ if __name__ == "__main__":
         test_safe_places_still_work_sticky_tmp_and_roots_links,
         test_close_leaves_a_socket_that_replaced_ours,
         test_alias_in_a_directory_nobody_controls_is_refused,
+        test_c_an_alias_held_by_nobodys_socket_is_never_used,
         test_keygen_force_never_hands_the_new_token_to_the_old_files_owner,
         test_a_token_another_user_owns_is_refused_by_relay_and_check,
         test_a_loopback_looking_name_that_resolves_to_every_address_needs_auth,
