@@ -467,6 +467,63 @@ def test_a_token_another_user_owns_is_refused_by_relay_and_check():
         shutil.rmtree(base)
 
 
+def test_i_the_token_path_is_walked_like_a_listen_path():
+    """Whoever owns a directory or a link on the token file's path could point the relay at
+    another trust domain's token: nobody's directory, and nobody's link in a sticky directory,
+    both leading to root's token, are refused (78). Docker's secret (a bind-mounted file) and
+    Kubernetes' (links through ..data, all root's) keep working."""
+    need_root()
+    base = base_dir()
+    try:
+        theirs = os.path.join(base, "other-service")
+        os.mkdir(theirs, 0o700)
+        other_token = os.path.join(theirs, "token")
+        assert run_sockferry(["keygen", "-o", other_token])[0] == 0
+        mine = nobody_dir(os.path.join(base, "nobody"))
+        sticky = os.path.join(base, "tmp")
+        os.mkdir(sticky)
+        os.chmod(sticky, 0o1777)
+        for parent, needle in ((mine, "the directory %s is owned by nobody (uid 65534)" % mine),
+                               (sticky, "the symbolic link %s/token is owned by nobody (uid 65534)" % sticky)):
+            link = os.path.join(parent, "token")
+            p = nobody_python("import os, sys; os.symlink(sys.argv[1], sys.argv[2])", other_token, link)
+            assert p.wait() == 0, p.communicate()[1]
+            spec = "t:tcp:127.0.0.1:%d=unix:%s/up.sock,auth=token,token-file=%s" % (free_port(), base, link)
+            rc, log = start(["relay", "-F", spec])
+            if rc is None:
+                log = log.stop(expect=None)
+            assert rc == 78, "the relay took the token %s leads to (exit %s):\n%s" % (link, rc, log)
+            assert "token file %s: %s" % (link, needle) in log, log
+
+        # Kubernetes: the volume (1777, root's), a timestamped directory, ..data and the links.
+        sa = os.path.join(base, "var/run/secrets/kubernetes.io/serviceaccount")
+        os.makedirs(sa)
+        os.chmod(sa, 0o1777)
+        stamp = os.path.join(sa, "..2024_05_01_12_00_00.000000001")
+        os.mkdir(stamp, 0o755)
+        assert run_sockferry(["keygen", "-o", os.path.join(stamp, "token")])[0] == 0
+        os.chmod(os.path.join(stamp, "token"), 0o400)
+        os.symlink(os.path.basename(stamp), os.path.join(sa, "..data"))
+        os.symlink("..data/token", os.path.join(sa, "token"))
+        spec = "k:tcp:127.0.0.1:%d=unix:%s/up.sock,auth=token,token-file=%s/token" % (free_port(), base, sa)
+        rc, r = start(["relay", "-F", spec])
+        assert rc is None, "refused Kubernetes' secret layout (%s):\n%s" % (rc, r)
+        r.stop()
+
+        # Docker: /run/secrets/NAME is the host file bind-mounted over a file in a root directory.
+        secrets = os.path.join(base, "ctr/run/secrets")
+        os.makedirs(secrets)
+        open(os.path.join(secrets, "sf-token"), "w").close()
+        spec = "d:tcp:127.0.0.1:%d=unix:%s/up.sock,auth=token,token-file=%s/sf-token" % (free_port(), base, secrets)
+        t = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                            'mount --bind "$0" "$1" && shift && exec "$@"', other_token,
+                            os.path.join(secrets, "sf-token"), os.environ.get("SOCKFERRY", "sockferry"),
+                            "relay", "-t", "-F", spec], capture_output=True, text=True, timeout=20)
+        assert t.returncode == 0 and "configuration OK" in t.stdout, (t.returncode, t.stdout, t.stderr)
+    finally:
+        shutil.rmtree(base)
+
+
 def in_hosts(hosts_text):
     """A prefix that runs the relay in a mount namespace whose /etc/hosts says hosts_text."""
     if not shutil.which("unshare"):
@@ -732,6 +789,7 @@ if __name__ == "__main__":
         test_c_an_alias_held_by_nobodys_socket_is_never_used,
         test_keygen_force_never_hands_the_new_token_to_the_old_files_owner,
         test_a_token_another_user_owns_is_refused_by_relay_and_check,
+        test_i_the_token_path_is_walked_like_a_listen_path,
         test_a_loopback_looking_name_that_resolves_to_every_address_needs_auth,
         test_a_name_that_resolves_to_loopback_listens_without_auth,
         test_d_a_passed_socket_on_a_network_address_needs_auth,
