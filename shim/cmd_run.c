@@ -11,6 +11,7 @@
 #include <uv.h>
 
 #include "relay/control/control.h"
+#include "relay/listen/listener.h"
 #include "relay/relay.h"
 #include "shim/alias.h"
 #include "shim/cli.h"
@@ -247,7 +248,7 @@ static void on_relay_fatal(struct sf_relay *relay, int err, void *data) {
 static bool relay_listens_on(int fd, void *data) {
         const struct sf_relay *relay = data;
         for (size_t i = 0; relay && i < sf_relay_n_forwards(relay); i++)
-                if (sf_relay_listen_fd(relay, i) == fd)
+                if (sf_relay_listener(relay, i)->fd == fd)
                         return true;
         return false;
 }

@@ -317,6 +317,10 @@ fail:
         return r;
 }
 
+const struct sf_listener *sf_control_listener(const struct sf_control *ctl) {
+        return &ctl->listener;
+}
+
 void sf_control_close(struct sf_control *ctl) {
         if (!ctl)
                 return;
