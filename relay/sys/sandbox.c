@@ -19,6 +19,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -316,6 +317,32 @@ bool sf_sandbox_confined(void) {
         return confined;
 }
 
+int sf_sandbox_landlock_abi(void) {
+        long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+        return abi < 0 ? -errno : (int)abi;
+}
+
+int sf_sandbox_probe(void) {
+        if (SF_UNDER_VALGRIND())
+                return -ENOTSUP;
+        pid_t child = fork();
+        if (child < 0)
+                return -errno;
+        if (child == 0) {
+                /* Quiet: the parent says what the failure means. */
+                int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+                if (null >= 0)
+                        dup2(null, STDERR_FILENO);
+                int r = sf_sandbox_prepare();
+                _exit(r < 0 ? -r & 0xff : 0);
+        }
+        int st;
+        while (waitpid(child, &st, 0) < 0)
+                if (errno != EINTR)
+                        return -errno;
+        return WIFEXITED(st) ? -WEXITSTATUS(st) : -ECHILD;
+}
+
 /* ---- refused system calls: ENOSYS, and one log line per number ---------------------------
  *
  * Anything neither allowed nor hostile traps (SECCOMP_RET_TRAP): the kernel skips the call and
@@ -459,6 +486,14 @@ int sf_sandbox_confine(const int *dirfds, size_t n) {
 
 bool sf_sandbox_confined(void) {
         return false;
+}
+
+int sf_sandbox_landlock_abi(void) {
+        return -ENOSYS;
+}
+
+int sf_sandbox_probe(void) {
+        return -ENOSYS;
 }
 
 int sf_sandbox_prepare(void) {

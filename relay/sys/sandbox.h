@@ -36,6 +36,14 @@ int sf_sandbox_confine(const int *dirfds, size_t n);
 /* True once sf_sandbox_confine put Landlock in force. */
 bool sf_sandbox_confined(void);
 
+/* For `sockferry version`: the Landlock ABI version this kernel offers, or -errno (-ENOSYS also
+ * when the build has no sandbox). */
+int sf_sandbox_landlock_abi(void);
+/* For `sockferry version`: whether the sandbox would apply here, tried in a child process
+ * (sf_sandbox_prepare's filter). 0, or the -errno it failed with (-ENOSYS: no sandbox in the
+ * build; -ENOTSUP: under valgrind). */
+int sf_sandbox_probe(void);
+
 /* Installs the filter on every thread of the process (and on those it starts later); it
  * cannot be removed. Also sets no_new_privs, a SIGSYS handler and a handle on loop that logs
  * each refused system call once (closed by sf_sandbox_close). Returns 0; -ENOSYS when the
