@@ -27,11 +27,14 @@ static void sandbox_line(void) {
                 return;
         }
         int probe = sf_sandbox_probe();
+        if (probe == -ENOTSUP) {
+                printf("sandbox: seccomp built in, does not apply here (under valgrind)\n");
+                return;
+        }
         if (probe == 0)
                 printf("sandbox: seccomp built in, applies here");
         else
-                printf("sandbox: seccomp built in, does not apply here (%s)",
-                       probe == -ENOTSUP ? "under valgrind" : strerror(-probe));
+                printf("sandbox: seccomp built in, does not apply here (%s)", strerror(-probe));
         int abi = sf_sandbox_landlock_abi();
         if (abi > 0)
                 printf("; Landlock ABI %d\n", abi);

@@ -37,7 +37,7 @@ int sf_sandbox_confine(const int *dirfds, size_t n);
 bool sf_sandbox_confined(void);
 
 /* For `sockferry version`: the Landlock ABI version this kernel offers, or -errno (-ENOSYS also
- * when the build has no sandbox). */
+ * when the build has no sandbox; -ENOTSUP under valgrind). */
 int sf_sandbox_landlock_abi(void);
 /* For `sockferry version`: whether the sandbox would apply here, tried in a child process
  * (sf_sandbox_prepare's filter). 0, or the -errno it failed with (-ENOSYS: no sandbox in the
