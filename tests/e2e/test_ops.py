@@ -411,9 +411,9 @@ def test_stats_counters_agree_with_reality():
         samples = {}
         for line in prom.splitlines():
             if line.startswith("#"):
-                assert re.fullmatch(r"# (HELP|TYPE) sockferry_\w+ .+", line), line
+                assert re.fullmatch(r"# (HELP|TYPE) (sockferry|process)_\w+ .+", line), line
                 continue
-            m = re.fullmatch(r'(sockferry_\w+)(\{(\w+="[^"]*")(,\w+="[^"]*")*\})? (-?[\d.]+)', line)
+            m = re.fullmatch(r'((sockferry|process)_\w+)(\{(\w+="[^"]*")(,\w+="[^"]*")*\})? (-?[\d.]+)', line)
             assert m, "not a Prometheus sample: %r" % line
             samples[line.rsplit(" ", 1)[0]] = float(line.rsplit(" ", 1)[1])
         assert samples['sockferry_connections_active{forward="echo"}'] == 0
@@ -421,7 +421,7 @@ def test_stats_counters_agree_with_reality():
         assert samples['sockferry_bytes_total{forward="echo",direction="up"}'] == n * size
         assert samples['sockferry_errors_total{forward="echo",kind="connect_refused"}'] == 0
         assert samples['sockferry_candidate_info{forward="echo",candidate="unix:%s/svc.sock"}' % d] == 1
-        assert samples["sockferry_open_fds"] == base["process"]["open_fds"]
+        assert samples["process_open_fds"] == base["process"]["open_fds"]
     finally:
         r.stop()
         srv.stop()

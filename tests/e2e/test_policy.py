@@ -312,6 +312,99 @@ def test_alias_in_a_directory_nobody_controls_is_refused():
         shutil.rmtree(base)
 
 
+SQUAT = r'''
+import os, socket, sys
+path, link = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None
+s = socket.socket(socket.AF_UNIX)
+s.bind(path + ".real" if link else path)
+s.listen(8)
+if link:
+    os.symlink(path + ".real", path)
+s.settimeout(15)
+print("listening", flush=True)
+while True:
+    try:
+        c, _ = s.accept()
+    except OSError:
+        break
+    c.settimeout(2)
+    try:
+        got = c.recv(100)
+    except OSError:
+        got = b""
+    if got:
+        print("got " + repr(got), flush=True)
+    c.close()
+'''
+ASK = r'''
+import socket, sys
+c = socket.socket(socket.AF_UNIX)
+c.settimeout(5)
+c.connect(sys.argv[1])
+c.sendall(b"the payload's request\n")
+print(repr(c.recv(100)))
+'''
+
+
+def test_c_an_alias_held_by_nobodys_socket_is_never_used():
+    """In a sticky directory (/tmp) nobody listens at the alias path, or puts a link there: run
+    left it "live, the bind mount worked" and the payload's request reached nobody. As root the
+    link to the listen socket replaces it; a run that cannot replace it exits 1 naming the owner."""
+    need_root()
+    base = base_dir()
+    up = Upstream(os.path.join(base, "up.sock"))
+    sticky = os.path.join(base, "tmp")
+    os.mkdir(sticky)
+    os.chmod(sticky, 0o1777)
+    squatters = []
+    try:
+        for how in ("socket", "link"):
+            alias = os.path.join(sticky, "app-%s.sock" % how)
+            p = nobody_python(SQUAT, alias, *(["link"] if how == "link" else []))
+            squatters.append(p)
+            assert p.stdout.readline().strip() == "listening", p.communicate()[1]
+            rc, out, log = run_sockferry(["run", "--no-preload", "-F", "a:unix:%s/a-%s.sock=unix:%s,alias=%s"
+                                          % (base, how, up.where, alias), "--", PYTHON, "-c", ASK, alias])
+            p.kill()
+            squatter = p.communicate()[0]
+            assert rc == 0 and "SSH-2.0" in out, "%s: exit %d, the payload got %s; nobody's listener: %s\n%s" % (
+                how, rc, out.strip(), squatter.strip(), log)
+            assert "got" not in squatter, "%s: nobody received %s" % (how, squatter.strip())
+            assert "alias %s: a %s owned by nobody (uid 65534) was at the path" % (
+                alias, "socket" if how == "socket" else "symbolic link") in log, log
+            st = os.lstat(alias)
+            assert st.st_uid == 0 and os.readlink(alias) == "%s/a-%s.sock" % (base, how), (st.st_uid, alias)
+
+        # Not root, so the sticky directory keeps nobody's socket: run refuses to start.
+        alias = os.path.join(sticky, "app-other.sock")
+        p = nobody_python(SQUAT, alias)
+        squatters.append(p)
+        assert p.stdout.readline().strip() == "listening", p.communicate()[1]
+        other = nobody_dir(os.path.join(base, "other"))
+        os.chown(other, 65533, 65533)
+        marker = os.path.join(other, "started")
+
+        def as_other():
+            os.setgroups([])
+            os.setgid(65533)
+            os.setuid(65533)
+        cmd = [os.environ.get("SOCKFERRY", "sockferry"), "run", "--no-preload", "-F",
+               "a:unix:%s/a.sock=unix:%s,alias=%s" % (other, up.where, alias), "--", "touch", marker]
+        t = subprocess.run(cmd, capture_output=True, text=True, timeout=20, preexec_fn=as_other, cwd="/")
+        assert t.returncode == 1, (t.returncode, t.stderr)
+        assert "alias %s: a socket owned by nobody (uid 65534) is at the path and cannot be replaced" % alias \
+            in t.stderr and "rm %s" % alias in t.stderr, t.stderr
+        assert not os.path.exists(marker), "the payload started"
+        assert not os.path.islink(alias), "nobody's socket was replaced by uid 65533"
+    finally:
+        for p in squatters:
+            if p.poll() is None:
+                p.kill()
+            p.communicate()
+        up.stop()
+        shutil.rmtree(base)
+
+
 KEEP_READING = r'''
 import sys, time
 f = open(sys.argv[1])
@@ -370,6 +463,63 @@ def test_a_token_another_user_owns_is_refused_by_relay_and_check():
                     "connect = tcp:127.0.0.1:9\nauth = token\n" % (token, base))
         rc, _, err = run_sockferry(["check", "-c", conf])
         assert rc == 1 and "owned by" not in err, (rc, err)
+    finally:
+        shutil.rmtree(base)
+
+
+def test_i_the_token_path_is_walked_like_a_listen_path():
+    """Whoever owns a directory or a link on the token file's path could point the relay at
+    another trust domain's token: nobody's directory, and nobody's link in a sticky directory,
+    both leading to root's token, are refused (78). Docker's secret (a bind-mounted file) and
+    Kubernetes' (links through ..data, all root's) keep working."""
+    need_root()
+    base = base_dir()
+    try:
+        theirs = os.path.join(base, "other-service")
+        os.mkdir(theirs, 0o700)
+        other_token = os.path.join(theirs, "token")
+        assert run_sockferry(["keygen", "-o", other_token])[0] == 0
+        mine = nobody_dir(os.path.join(base, "nobody"))
+        sticky = os.path.join(base, "tmp")
+        os.mkdir(sticky)
+        os.chmod(sticky, 0o1777)
+        for parent, needle in ((mine, "the directory %s is owned by nobody (uid 65534)" % mine),
+                               (sticky, "the symbolic link %s/token is owned by nobody (uid 65534)" % sticky)):
+            link = os.path.join(parent, "token")
+            p = nobody_python("import os, sys; os.symlink(sys.argv[1], sys.argv[2])", other_token, link)
+            assert p.wait() == 0, p.communicate()[1]
+            spec = "t:tcp:127.0.0.1:%d=unix:%s/up.sock,auth=token,token-file=%s" % (free_port(), base, link)
+            rc, log = start(["relay", "-F", spec])
+            if rc is None:
+                log = log.stop(expect=None)
+            assert rc == 78, "the relay took the token %s leads to (exit %s):\n%s" % (link, rc, log)
+            assert "token file %s: %s" % (link, needle) in log, log
+
+        # Kubernetes: the volume (1777, root's), a timestamped directory, ..data and the links.
+        sa = os.path.join(base, "var/run/secrets/kubernetes.io/serviceaccount")
+        os.makedirs(sa)
+        os.chmod(sa, 0o1777)
+        stamp = os.path.join(sa, "..2024_05_01_12_00_00.000000001")
+        os.mkdir(stamp, 0o755)
+        assert run_sockferry(["keygen", "-o", os.path.join(stamp, "token")])[0] == 0
+        os.chmod(os.path.join(stamp, "token"), 0o400)
+        os.symlink(os.path.basename(stamp), os.path.join(sa, "..data"))
+        os.symlink("..data/token", os.path.join(sa, "token"))
+        spec = "k:tcp:127.0.0.1:%d=unix:%s/up.sock,auth=token,token-file=%s/token" % (free_port(), base, sa)
+        rc, r = start(["relay", "-F", spec])
+        assert rc is None, "refused Kubernetes' secret layout (%s):\n%s" % (rc, r)
+        r.stop()
+
+        # Docker: /run/secrets/NAME is the host file bind-mounted over a file in a root directory.
+        secrets = os.path.join(base, "ctr/run/secrets")
+        os.makedirs(secrets)
+        open(os.path.join(secrets, "sf-token"), "w").close()
+        spec = "d:tcp:127.0.0.1:%d=unix:%s/up.sock,auth=token,token-file=%s/sf-token" % (free_port(), base, secrets)
+        t = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                            'mount --bind "$0" "$1" && shift && exec "$@"', other_token,
+                            os.path.join(secrets, "sf-token"), os.environ.get("SOCKFERRY", "sockferry"),
+                            "relay", "-t", "-F", spec], capture_output=True, text=True, timeout=20)
+        assert t.returncode == 0 and "configuration OK" in t.stdout, (t.returncode, t.stdout, t.stderr)
     finally:
         shutil.rmtree(base)
 
@@ -485,6 +635,147 @@ def test_a_volume_mounted_for_the_socket_is_closed_to_others():
         shutil.rmtree(base)
 
 
+# ---- the control socket ------------------------------------------------------------------------
+
+FLOOD = r'''
+import socket, sys, time
+name, seconds = sys.argv[1], float(sys.argv[2])
+n = 0
+end = time.monotonic() + seconds
+print("flooding", flush=True)
+while time.monotonic() < end:
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.connect("\0" + name)
+        s.sendall(b"stats\n")
+        n += 1
+    except OSError:
+        pass
+    finally:
+        s.close()
+print(n, flush=True)
+'''
+
+
+def test_h_a_flood_of_refused_peers_cannot_keep_root_from_its_stats():
+    """Refused control peers counted against the client limit until their handles closed: uid
+    65534 flooding unix:@NAME made 28 of 30 root `stats` calls fail. Every one must work."""
+    need_root()
+    base = base_dir()
+    name = "sf-policy-flood-%d" % os.getpid()
+    conf = os.path.join(base, "conf")
+    with open(conf, "w") as f:
+        f.write("[sockferry]\ncontrol = unix:@%s\n\n[x]\nlisten = unix:%s/in.sock\nconnect = unix:%s/svc.sock\n"
+                % (name, base, base))
+    r = Relay(["relay", "-c", conf])
+    flood = []
+    try:
+        flood = [nobody_python(FLOOD, name, "60") for _ in range(4)]
+        for p in flood:
+            assert p.stdout.readline().strip() == "flooding", p.communicate()[1]
+        failed = []
+        for i in range(30):
+            rc, out, err = run_sockferry(["stats", "--control", "unix:@" + name, "--format", "json"])
+            if rc != 0 or '"forwards"' not in out:
+                failed.append((i, rc, err.strip()))
+        still = sum(p.poll() is None for p in flood)
+        for p in flood:
+            p.kill()
+        counts = [p.communicate()[0].strip() for p in flood]
+        assert still == len(flood), "the flood ended before the stats calls did: %s" % counts
+        assert not failed, "%d of 30 stats calls failed during the flood: %s" % (len(failed), failed[:3])
+        assert "refused a connection from uid 65534" in r.text(), r.text()
+    finally:
+        for p in flood:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+        r.stop()
+        shutil.rmtree(base)
+
+
+# ---- passed listeners (systemd:, fd:) ---------------------------------------------------------
+
+# A network of its own with 198.18.7.1 (198.18.0.0/15 is for tests) on one end of a veth pair
+# whose both ends stay in it (not every kernel has the dummy driver); the namespace and its
+# links go away with its last process.
+OWN_NET = ("ip link set lo up && ip link add sf-d0 type veth peer name sf-d1 && "
+           "ip addr add 198.18.7.1/32 dev sf-d0 && ip link set sf-d0 up && ip link set sf-d1 up && ")
+ACTIVATED_CLIENT = r'''
+import socket, sys
+c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5)
+try:
+    print(repr(c.recv(100)))
+except OSError as e:
+    print("error", e)
+'''
+
+
+def activated(addr, port, fdname, args):
+    """sockferry ARGS started by systemd-socket-activate listening on addr:port (fd 3, named
+    fdname), in a network namespace of its own, once a client connected there; returns the
+    Relay and what that first client received."""
+    if not shutil.which("systemd-socket-activate"):
+        raise Skip("systemd-socket-activate (Debian's systemd package) is not installed")
+    if not shutil.which("nsenter"):
+        raise Skip("nsenter (util-linux) is not installed")
+    prefix = ["unshare", "--net", "sh", "-c", OWN_NET + 'name=$1 && shift && exec systemd-socket-activate -l "$0" '
+              '--fdname="$name" -E NOTIFY_SOCKET "$@"', "%s:%d" % (addr, port), fdname]
+    r = Relay(args, prefix=prefix, wait_ready=False)
+    net = "/proc/%d/ns/net" % r.pid
+
+    def client():
+        # In the relay's network, once systemd-socket-activate listens there.
+        p = subprocess.run(["nsenter", "--net=" + net, PYTHON, "-c", ACTIVATED_CLIENT, addr, str(port)],
+                           capture_output=True, text=True, timeout=20)
+        return p.stdout.strip() if p.returncode == 0 else None
+    got = None
+    deadline = time.monotonic() + 10
+    while got is None and time.monotonic() < deadline and r.proc.poll() is None:
+        got = client()
+        if got is None:
+            time.sleep(0.05)
+    return r, got
+
+
+def test_d_a_passed_socket_on_a_network_address_needs_auth():
+    """systemd: and fd: listeners were served without auth whatever address the socket unit
+    bound: a passed TCP socket on 198.18.7.1 must be refused as tcp:198.18.7.1 is (exit 78),
+    by relay -t too; on loopback, or with allow-insecure, it is served."""
+    need_root()
+    base = base_dir()
+    up = Upstream(os.path.join(base, "up.sock"))
+    port = free_port()
+    try:
+        for spec in ("a:systemd:web=unix:%s" % up.where, "a:fd:3=unix:%s" % up.where):
+            for test in ([], ["-t"]):
+                r, got = activated("198.18.7.1", port, "web", ["relay"] + test + ["-F", spec])
+                try:
+                    rc = r.wait()
+                except subprocess.TimeoutExpired:
+                    rc = None
+                log = r.text()
+                r.kill()
+                assert rc == 78, "%s %s: exit %s, the first client got %s:\n%s" % (spec, test, rc, got, log)
+                assert got is None or "SSH-2.0" not in got, "served without auth: %s" % got
+                assert ("listen %s: the passed socket is bound to 198.18.7.1:%d, which is not a loopback address"
+                        % (spec.split(":", 1)[1].split("=")[0], port)) in log and "set auth = token" in log, log
+                assert "configuration OK" not in log, log
+        # Loopback, and a network address with allow-insecure: served.
+        for addr, extra in (("127.0.0.1", ""), ("198.18.7.1", ",allow-insecure=yes")):
+            r, got = activated(addr, port, "web", ["relay", "-F", "a:systemd:web=unix:%s%s" % (up.where, extra)])
+            try:
+                assert got and "SSH-2.0" in got, "%s%s: the first client got %s:\n%s" % (addr, extra, got, r.text())
+            finally:
+                r.stop()
+        # relay -t without the socket says what it cannot check.
+        rc, out, err = run_sockferry(["relay", "-t", "-F", "a:systemd:web=unix:%s" % up.where])
+        assert rc == 0 and "listen systemd:web: no socket is passed to this test" in err, (rc, out, err)
+    finally:
+        up.stop()
+        shutil.rmtree(base)
+
+
 if __name__ == "__main__":
     sys.exit(Tap([
         test_a_nobody_cannot_take_over_a_socket_in_its_writable_directory,
@@ -495,8 +786,12 @@ if __name__ == "__main__":
         test_safe_places_still_work_sticky_tmp_and_roots_links,
         test_close_leaves_a_socket_that_replaced_ours,
         test_alias_in_a_directory_nobody_controls_is_refused,
+        test_c_an_alias_held_by_nobodys_socket_is_never_used,
         test_keygen_force_never_hands_the_new_token_to_the_old_files_owner,
         test_a_token_another_user_owns_is_refused_by_relay_and_check,
+        test_i_the_token_path_is_walked_like_a_listen_path,
         test_a_loopback_looking_name_that_resolves_to_every_address_needs_auth,
         test_a_name_that_resolves_to_loopback_listens_without_auth,
+        test_d_a_passed_socket_on_a_network_address_needs_auth,
+        test_h_a_flood_of_refused_peers_cannot_keep_root_from_its_stats,
     ]).run())

@@ -96,10 +96,11 @@ class Container:
         lines.append("set +e")
         return "\n".join(lines) + "\n"
 
-    def start(self, args, bind_alias=True, pidns=False, env=None, stdin=subprocess.DEVNULL):
+    def start(self, args, bind_alias=True, pidns=False, env=None, stdin=subprocess.DEVNULL, pre="", pass_fds=()):
         """Starts `sockferry ARGS` in the container; sockferry is the process Popen returns
-        unless pidns, where it is PID 1 of a new PID namespace below unshare."""
-        script = self.setup_script(bind_alias) + 'exec "$SOCKFERRY" "$@"\n'
+        unless pidns, where it is PID 1 of a new PID namespace below unshare. pre: shell lines
+        run just before sockferry is exec'd (in the process that becomes sockferry)."""
+        script = self.setup_script(bind_alias) + pre + 'exec "$SOCKFERRY" "$@"\n'
         ns = ["unshare", "--mount", "--net", "--propagation", "private"]
         if pidns:
             ns += ["--pid", "--fork", "--mount-proc"]
@@ -109,7 +110,7 @@ class Container:
         self.log = open(self.path("log"), "wb")
         self.out = open(self.path("out"), "wb")
         p = subprocess.Popen(ns + ["/bin/sh", "-c", script, "sh"] + args, stdin=stdin, stdout=self.out,
-                             stderr=self.log, env=e, start_new_session=True)
+                             stderr=self.log, env=e, start_new_session=True, pass_fds=pass_fds)
         self.procs.append(p)
         return p
 
@@ -357,6 +358,69 @@ def test_bind_error_stops_before_the_payload(c):
     rc, out, log = c.run(["run", "-F", c.forward(), "--", "touch", marker])
     expect(rc == 1, "exit status %d, expected 1" % rc, log)
     expect(not os.path.exists(marker), "the payload started", log)
+
+
+# What the payload holds of socket activation: the variables, and every socket among its fds.
+ACTIVATION_STATE = """
+import os, socket, sys
+for k in ('LISTEN_PID', 'LISTEN_FDS', 'LISTEN_FDNAMES', 'NOTIFY_SOCKET'):
+    print('%s=%s' % (k, os.environ.get(k, '<unset>')))
+held = []
+for fd in os.listdir('/proc/self/fd'):
+    try:
+        if os.readlink('/proc/self/fd/' + fd).startswith('socket:'):
+            held.append(fd)
+    except OSError:
+        pass
+print('SOCKETS=%s' % ','.join(sorted(held)))
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(5)
+s.connect(sys.argv[1])
+s.sendall(b'ping')
+print('REPLY=%s' % s.recv(100).decode())
+"""
+
+
+PASS_FDS = """
+import fcntl, os, sys
+web, spare = (fcntl.fcntl(fd, fcntl.F_DUPFD, 100) for fd in (%d, %d))
+os.dup2(web, 3)
+os.dup2(spare, 4)
+os.closerange(5, 1024)
+os.environ.update(LISTEN_PID=str(os.getpid()), LISTEN_FDS="2", LISTEN_FDNAMES="web:spare")
+os.execv(sys.argv[1], sys.argv[1:])
+"""
+
+
+def test_payload_gets_no_socket_activation_state(c):
+    """run is the process socket activation started: the payload must not inherit the passed
+    sockets no forward uses, nor LISTEN_PID/LISTEN_FDS/LISTEN_FDNAMES and NOTIFY_SOCKET."""
+    web, spare = (socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) for _ in range(2))
+    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    try:
+        web.bind(c.path("web.sock"))
+        spare.bind(c.path("spare.sock"))
+        for s in (web, spare):
+            s.listen(8)
+        notify.bind(c.path("notify"))
+        notify.settimeout(10)
+        a, b = web.fileno(), spare.fileno()
+        # Passed as sd_listen_fds(3) says: fd 3 "web", fd 4 "spare", LISTEN_PID the process
+        # that becomes sockferry (this wrapper, which execs it).
+        pre = 'exec %s -c "$PASS_FDS" "$SOCKFERRY" "$@"\n' % PYTHON
+        rc, out, log = c.run(["run", "-F", "broker:systemd:web=unix:%s" % c.upstream, "--"] + py(ACTIVATION_STATE)
+                             + [c.path("web.sock")], bind_alias=False, pre=pre, pass_fds=(a, b),
+                             env={"NOTIFY_SOCKET": c.path("notify"), "PASS_FDS": PASS_FDS % (a, b)})
+        state = env_lines(out)
+        expect(rc == 0 and state.get("REPLY") == "echo:ping", "rc %d, payload said %r" % (rc, out), log)
+        for k in ("LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES", "NOTIFY_SOCKET"):
+            expect(state[k] == "<unset>", "the payload got %s=%s" % (k, state[k]), log)
+        expect(state["SOCKETS"] == "", "the payload holds socket fds %s" % state["SOCKETS"], log)
+        # run itself still told the service manager.
+        expect(b"READY=1" in notify.recv(4096), "run sent no READY=1", log)
+    finally:
+        for s in (web, spare, notify):
+            s.close()
 
 
 # --- exit status ----------------------------------------------------------------------------
