@@ -28,13 +28,15 @@ static void help(void) {
         fputs("Usage: sockferry check [-c FILE] [-F SPEC]... [--timeout 5s] [--link-only]\n"
               "\n"
               "Probe every forward end to end: its own listening socket must be live (a relay serves\n"
-              "it), and its candidates are connected to in order; on a link with auth = token the\n"
-              "handshake runs with the probe flag so the host relay confirms that its own upstream\n"
-              "answers. Prints one line per forward, OK or the failure in plain words.\n"
+              "it), and its candidates are tried in order as a connection tries them, until one answers;\n"
+              "on a link with auth = token the handshake runs with the probe flag so the host relay\n"
+              "confirms that its own upstream answers. Prints one line per candidate tried, OK or the\n"
+              "failure in plain words; a forward is healthy when a client would be served.\n"
               "\n"
               "  -c, --config FILE   INI configuration\n"
               "  -F, --forward SPEC  NAME:LISTEN=CONNECT[|CONNECT...][,key=value]... (repeatable)\n"
-              "      --timeout DUR   time allowed per candidate, connect and handshake (default 5s)\n"
+              "      --timeout DUR   time allowed per candidate, connect and handshake (default 5s; the\n"
+              "                      forward's connect-timeout and handshake-timeout bound each step too)\n"
               "      --link-only     check the link alone: a forward whose unix listen socket is not\n"
               "                      live is a warning, not a failure (check run where no relay is)\n"
               "  -t, --test          check the configuration only, print what would be probed\n"
@@ -55,11 +57,26 @@ struct probe {
         const struct sf_endpoint *ep;
         const struct sf_hs_key *key; /* NULL: no handshake */
         const char *token_file;
-        uint64_t timeout_ms;
+        const struct sf_forward *f;
+        uint64_t timeout_ms; /* --timeout: the whole candidate */
         int64_t deadline;
         char *msg;
         size_t cap;
 };
+
+static int64_t earlier(int64_t a, int64_t b) {
+        return a < b ? a : b;
+}
+
+static uint64_t at_most(uint64_t a, uint64_t b) {
+        return a < b ? a : b;
+}
+
+/* What a connection allows for the status frame: handshake-timeout + connect-timeout. */
+static uint64_t status_ms(const struct sf_forward *f) {
+        uint64_t a = f->handshake_timeout_ms, b = f->connect_timeout_ms;
+        return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
 
 /* Reads until have == want; 1 done (or, for a greeting, as soon as it cannot be one), 0 end
  * of file, -ETIMEDOUT or -errno. */
@@ -84,7 +101,9 @@ static enum sf_link_err probe_link(int fd, const struct probe *p) {
         size_t have = 0;
         uint8_t version = 0;
 
-        int r = read_exact(fd, buf, &have, SF_HS_HELLO_LEN, true, p->deadline);
+        /* Each wait as long as a connection would wait, within --timeout. */
+        uint64_t hello_ms = at_most(p->timeout_ms, p->f->handshake_timeout_ms);
+        int r = read_exact(fd, buf, &have, SF_HS_HELLO_LEN, true, earlier(p->deadline, sf_netio_deadline(hello_ms)));
         int pr = sf_hs_prefix_check(buf, have, &version);
         if (pr == -EPROTO) {
                 /* Quote a little more than the greeting's worth when the peer sent it already. */
@@ -98,7 +117,7 @@ static enum sf_link_err probe_link(int fd, const struct probe *p) {
         if (r == 0)
                 return sf_link_hello_eof(have, ep, p->msg, p->cap);
         if (r == -ETIMEDOUT)
-                return sf_link_hello_timeout(p->timeout_ms, ep, p->msg, p->cap);
+                return sf_link_hello_timeout(hello_ms, ep, p->msg, p->cap);
         if (r < 0) {
                 snprintf(p->msg, p->cap, "connection error: %s: %s", ep, strerror(-r));
                 return SF_LINK_OTHER;
@@ -108,12 +127,13 @@ static enum sf_link_err probe_link(int fd, const struct probe *p) {
         sf_hs_hello_parse(buf, snonce, NULL);
         sf_hs_nonce_new(cnonce);
         sf_hs_client_build(frame, p->key, snonce, cnonce, SF_HS_FLAG_PROBE);
-        r = sf_netio_write_all(fd, frame, sizeof frame, p->deadline);
+        int64_t deadline = earlier(p->deadline, sf_netio_deadline(status_ms(p->f)));
+        r = sf_netio_write_all(fd, frame, sizeof frame, deadline);
         if (r == 0) {
                 have = 0;
-                r = read_exact(fd, buf, &have, 2, false, p->deadline);
+                r = read_exact(fd, buf, &have, 2, false, deadline);
                 if (r == 1)
-                        r = read_exact(fd, buf, &have, sf_hs_status_frame_len(buf, have), false, p->deadline);
+                        r = read_exact(fd, buf, &have, sf_hs_status_frame_len(buf, have), false, deadline);
         }
         if (r == -ETIMEDOUT)
                 return sf_link_status_timeout(ep, p->msg, p->cap);
@@ -133,7 +153,7 @@ static bool is_net(const struct sf_endpoint *ep) {
 /* Probes one candidate: true when healthy; otherwise p->msg says why. */
 static bool probe_candidate(struct probe *p) {
         char cause[300];
-        int fd = sf_netio_dial(p->ep, p->timeout_ms, cause, sizeof cause);
+        int fd = sf_netio_dial(p->ep, at_most(p->timeout_ms, p->f->connect_timeout_ms), cause, sizeof cause);
         if (fd < 0) {
                 snprintf(p->msg, p->cap, "connect %s: %s", p->ep->text, cause);
                 return false;
@@ -187,14 +207,15 @@ static int check_forward(const struct sf_conf *conf, const struct sf_forward *f,
         if (listen && link_only)
                 fprintf(stderr, "%s: warning: listen %s %s: the relay for this forward is not running (sockferry probe %s says more)\n",
                         f->name, f->listen.text, listen, f->listen.path);
-        char msgs[1024] = "", msg[600], link[1100];
-        size_t used = 0;
+        /* The candidates in order, as a connection tries them (it starts from the one that
+         * worked last, which a fresh check does not know): one line for each tried, the last one
+         * below. */
+        char msg[600], link[700];
         bool ok = false;
         for (size_t i = 0; i < f->n_connect && !ok; i++) {
                 struct probe p = {
-                        .ep = &f->connect[i], .key = has_key ? &key : NULL, .token_file = token_file,
-                        .timeout_ms = timeout_ms, .deadline = sf_netio_now_ms() + (int64_t)timeout_ms,
-                        .msg = msg, .cap = sizeof msg,
+                        .ep = &f->connect[i], .key = has_key ? &key : NULL, .token_file = token_file, .f = f,
+                        .timeout_ms = timeout_ms, .deadline = sf_netio_deadline(timeout_ms), .msg = msg, .cap = sizeof msg,
                 };
                 int64_t start = sf_netio_now_ms();
                 ok = probe_candidate(&p);
@@ -202,13 +223,13 @@ static int check_forward(const struct sf_conf *conf, const struct sf_forward *f,
                         snprintf(link, sizeof link, "OK (%s, %s, %lld ms)", p.ep->text,
                                  p.key && is_net(p.ep) ? "upstream answers" : "connected",
                                  (long long)(sf_netio_now_ms() - start));
-                else if (used < sizeof msgs)
-                        used += (size_t)snprintf(msgs + used, sizeof msgs - used, "%s%s", used ? "; " : "", msg);
+                else
+                        snprintf(link, sizeof link, "FAIL %s", msg);
+                if (!ok && i + 1 < f->n_connect)
+                        printf("%s: %s\n", f->name, link);
         }
         if (has_key)
                 sodium_memzero(&key, sizeof key);
-        if (!ok)
-                snprintf(link, sizeof link, "FAIL %s", msgs);
         if (listen && !link_only) {
                 printf("%s: FAIL listen %s %s: the relay for this forward is not running (sockferry probe %s says "
                        "more; --link-only checks the link alone); the link: %s\n",

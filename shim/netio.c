@@ -102,7 +102,7 @@ static int dial_tcp(const struct sf_endpoint *ep, int64_t deadline, char *err, s
 }
 
 int sf_netio_dial(const struct sf_endpoint *ep, uint64_t timeout_ms, char *err, size_t errlen) {
-        int64_t deadline = sf_netio_now_ms() + (int64_t)timeout_ms;
+        int64_t deadline = sf_netio_deadline(timeout_ms);
         struct sockaddr_un un = { .sun_family = AF_UNIX };
         struct sockaddr_storage vm;
         socklen_t vmlen;

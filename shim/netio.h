@@ -10,6 +10,13 @@
 /* Milliseconds on the monotonic clock. */
 int64_t sf_netio_now_ms(void);
 
+/* The deadline ms from now, saturating: a duration as long as configuration allows must not
+ * wrap into the past. */
+static inline int64_t sf_netio_deadline(uint64_t ms) {
+        int64_t now = sf_netio_now_ms();
+        return ms >= (uint64_t)(INT64_MAX - now) ? INT64_MAX : now + (int64_t)ms;
+}
+
 /* Connects to ep (unix path, abstract name, tcp — each address the name resolves to, in
  * order — vsock, or a named pipe on Windows, waiting while it is busy) within timeout_ms. Returns the connected socket or -errno with the cause
  * and the fix written to err, in the relay's words. The name lookup itself is not bounded. */

@@ -145,7 +145,7 @@ static int dial_pipe(const struct sf_endpoint *ep, int64_t deadline) {
 }
 
 int sf_netio_dial(const struct sf_endpoint *ep, uint64_t timeout_ms, char *err, size_t errlen) {
-        int64_t deadline = sf_netio_now_ms() + (int64_t)timeout_ms;
+        int64_t deadline = sf_netio_deadline(timeout_ms);
         int r;
         err[0] = '\0';
         switch (ep->kind) {

@@ -2,20 +2,242 @@
 
 #include <errno.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "conf/log.h"
-#include "relay/engine/bufpool.h"
 
-/* The connection's lifetime: created for an accepted socket, driven by its sockets' events
- * and its one timer, closed and freed in one place. Dialing (dial.c), the link handshake
- * (handshake.c) and the byte pump (pump.c) run on the state kept here. */
+/* The connection's hub: created for an accepted socket, driven by its sides' readiness
+ * (direction.c) and its one timer, every state change taken here from the transition table of
+ * relay/conn/state.h, closed and freed in one place. The phases (dial.c, handshake.c, pump.c)
+ * report what happened with sf_conn_event and the calls next to it. */
 
 static void on_timer(uv_timer_t *t);
+
+#define TRANSITION(from, ev, to) [from][ev] = (to) + 1,
+/* next state + 1; 0 where the table has no row */
+static const uint8_t transitions[ST_COUNT][EV_COUNT] = { SF_CONN_TRANSITIONS(TRANSITION) };
+#undef TRANSITION
+
+enum conn_state sf_conn_next_state(enum conn_state st, enum conn_event ev) {
+        if ((unsigned)st >= ST_COUNT || (unsigned)ev >= EV_COUNT || !transitions[st][ev])
+                return ST_COUNT;
+        return (enum conn_state)(transitions[st][ev] - 1);
+}
+
+const char *sf_conn_state_name(enum conn_state st) {
+        static const char *const names[ST_COUNT] = {
+                [ST_NEW] = "new", [ST_GREETED] = "greeted", [ST_DIALING] = "dialing",
+                [ST_AWAIT_HELLO] = "await-hello", [ST_AWAIT_STATUS] = "await-status",
+                [ST_RELAYING] = "relaying", [ST_LINGER] = "linger", [ST_CLOSED] = "closed",
+        };
+        return (unsigned)st < ST_COUNT ? names[st] : "?";
+}
+
+const char *sf_conn_event_name(enum conn_event ev) {
+        static const char *const names[EV_COUNT] = {
+                [EV_GREET] = "greet", [EV_DIAL] = "dial", [EV_DIAL_WAIT] = "dial-wait",
+                [EV_CONNECTED] = "connected", [EV_CONNECTED_LINK] = "connected-link", [EV_HELLO] = "hello",
+                [EV_STATUS_OK] = "status-ok", [EV_CAND_FAILED] = "candidate-failed", [EV_REFUSED] = "refused",
+                [EV_CLOSE] = "close",
+        };
+        return (unsigned)ev < EV_COUNT ? names[ev] : "?";
+}
+
+/* Deadlines are sums of configured durations: saturate, never wrap (a wrapped sum would
+ * expire at once). */
+static uint64_t sat_add(uint64_t a, uint64_t b) {
+        return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+/* The timeout of the state just entered (relay/conn/state.h, the table's last column). */
+static void timer_arm(struct sf_conn *c) {
+        const struct sf_forward *f = c->fwd->conf;
+        uint64_t ms = 0, now = uv_now(c->fwd->loop);
+        switch (c->state) {
+        case ST_GREETED:
+        case ST_AWAIT_HELLO:
+                ms = f->handshake_timeout_ms;
+                break;
+        case ST_AWAIT_STATUS:
+                /* The host relay dials its upstream before it answers. */
+                ms = sat_add(f->handshake_timeout_ms, f->connect_timeout_ms);
+                break;
+        case ST_DIALING:
+                ms = c->dial_deadline > now ? c->dial_deadline - now : 1;
+                if (c->dial_retry && ms > DIAL_RETRY_MS)
+                        ms = DIAL_RETRY_MS;
+                break;
+        case ST_RELAYING:
+                ms = f->idle_timeout_ms;
+                break;
+        case ST_LINGER:
+                ms = LINGER_MS;
+                break;
+        case ST_NEW:
+        case ST_CLOSED:
+        case ST_COUNT:
+                break;
+        }
+        if (ms)
+                uv_timer_start(&c->timer, on_timer, ms, 0);
+        else
+                uv_timer_stop(&c->timer);
+}
+
+/* Runs the state as far as the readiness flags let it. */
+static void progress(struct sf_conn *c) {
+        switch (c->state) {
+        case ST_GREETED:
+                if (c->rd[CLIENT])
+                        sf_conn_on_client_frame(c);
+                return;
+        case ST_AWAIT_HELLO:
+                if (c->rd[UPSTREAM])
+                        sf_conn_on_hello(c);
+                return;
+        case ST_AWAIT_STATUS:
+                sf_conn_on_await_status(c);
+                return;
+        case ST_RELAYING:
+                if (c->greeting_check && c->rd[UPSTREAM]) {
+                        /* The upstream's first bytes are looked at before the client gets them. */
+                        int r = sf_dir_read(c, UPSTREAM);
+                        if (r < 0) {
+                                sf_conn_io_error(c, -r);
+                                return;
+                        }
+                        char msg[600];
+                        if (r > 0) {
+                                c->greeting_check = false;
+                                if (sf_conn_greeting_unexpected(c, msg, sizeof msg)) {
+                                        note_error(c, &c->fwd->stats.err_wrong_peer, msg);
+                                        if (sf_fwd_ratelimit(c->fwd))
+                                                sf_log(SF_LOG_ERROR, fname(c), c->id, "%s", msg);
+                                        sf_conn_close(c, msg);
+                                        return;
+                                }
+                        }
+                }
+                sf_conn_relay_step(c);
+                return;
+        case ST_LINGER:
+                if (c->rd[CLIENT] && sf_dir_discard(c, CLIENT))
+                        sf_conn_close(c, "failure status delivered");
+                return;
+        case ST_NEW:
+        case ST_DIALING: /* the upstream's events drive the dial */
+        case ST_CLOSED:
+        case ST_COUNT:
+                return;
+        }
+}
+
+/* Entering DIALING for a candidate: connect-timeout from now. */
+static void dial_candidate(struct sf_conn *c) {
+        c->dial_deadline = sat_add(uv_now(c->fwd->loop), c->fwd->conf->connect_timeout_ms);
+        c->dial_retry = false;
+        timer_arm(c);
+        sf_conn_dial(c);
+}
+
+void sf_conn_event(struct sf_conn *c, enum conn_event ev) {
+        enum conn_state from = c->state, to = sf_conn_next_state(from, ev);
+        if (from == ST_CLOSED)
+                return;
+        if (ev == EV_CLOSE) {
+                sf_conn_close(c, NULL);
+                return;
+        }
+        if (to == ST_COUNT) {
+                sf_log(SF_LOG_ERROR, fname(c), c->id, "internal error: event %s in state %s: closing",
+                       sf_conn_event_name(ev), sf_conn_state_name(from));
+                sf_conn_close(c, "internal error");
+                return;
+        }
+        c->state = to;
+        switch (ev) {
+        case EV_DIAL:
+                if (from == ST_GREETED)
+                        sf_conn_preauth_leave(c);
+                sf_conn_dial_first(c);
+                dial_candidate(c);
+                return;
+        case EV_CAND_FAILED:
+                dial_candidate(c);
+                return;
+        case EV_CONNECTED:
+        case EV_STATUS_OK:
+                timer_arm(c);
+                sf_conn_cand_good(c);
+                /* Toward a candidate without a handshake, the early bytes held for one with a
+                 * handshake go without its frame. */
+                sf_dir_hold_end(c, ev == EV_STATUS_OK);
+                /* A relay chained behind another confirms to its client only now. */
+                if (c->hs_server && !sf_conn_server_confirm(c))
+                        return;
+                progress(c);
+                return;
+        case EV_CONNECTED_LINK:
+                c->hs_len = 0;
+                timer_arm(c);
+                progress(c);
+                return;
+        case EV_REFUSED:
+                sf_conn_dial_cancel(c);
+                timer_arm(c);
+                progress(c);
+                return;
+        case EV_GREET:
+        case EV_DIAL_WAIT:
+        case EV_HELLO:
+                timer_arm(c);
+                progress(c);
+                return;
+        case EV_CLOSE:
+        case EV_COUNT:
+                return;
+        }
+}
+
+void sf_conn_cand_failed(struct sf_conn *c, uint64_t *counter, bool dial, const char *msg) {
+        if (c->state == ST_CLOSED)
+                return;
+        sf_conn_cand_note(c, counter, dial, msg);
+        sf_conn_dial_cancel(c);
+        sf_dir_upstream_reset(c);
+        if (sf_conn_cand_advance(c)) {
+                sf_conn_event(c, EV_CAND_FAILED);
+                return;
+        }
+        char line[SF_FAILS_MAX + 64];
+        const char *reason = sf_conn_cand_summary(c, msg, line, sizeof line);
+        note_error(c, c->fail_counter, line);
+        if (sf_fwd_ratelimit(c->fwd))
+                sf_log(SF_LOG_ERROR, fname(c), c->id, "%s; closing the client connection", line);
+        /* Chained between two links: our client is a relay waiting for our status. */
+        if (c->hs_server)
+                sf_conn_refuse(c, SF_HS_UPSTREAM_UNAVAILABLE, reason);
+        else
+                sf_conn_close(c, line);
+}
+
+void sf_conn_refuse(struct sf_conn *c, enum sf_hs_status st, const char *reason) {
+        if (!sf_conn_status_send(c, st, reason)) {
+                sf_conn_close(c, "status frame not sent");
+                return;
+        }
+        sf_conn_event(c, EV_REFUSED);
+}
+
+void sf_conn_io_error(struct sf_conn *c, int e) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "connection error: %s", strerror(e));
+        if (e != ECONNRESET && e != EPIPE)
+                sf_log(SF_LOG_WARN, fname(c), c->id, "%s", msg);
+        sf_conn_close(c, msg);
+}
 
 void sf_conn_close_all(struct sf_fwd *fwd, const char *reason) {
         while (fwd->conns.first) {
@@ -32,9 +254,9 @@ static void on_timer_closed(uv_handle_t *h) {
 }
 
 void sf_conn_close(struct sf_conn *c, const char *reason) {
-        if (!c || c->closing)
+        if (!c || c->state == ST_CLOSED)
                 return;
-        c->closing = true;
+        c->state = sf_conn_next_state(c->state, EV_CLOSE);
         if (reason)
                 sf_log(SF_LOG_DEBUG, fname(c), c->id, "closed: %s", reason);
 
@@ -46,55 +268,20 @@ void sf_conn_close(struct sf_conn *c, const char *reason) {
         /* The memory waits for the timer's close callback, after any event of the current
          * batch that still names it. */
         for (int i = 0; i < 2; i++) {
-                sf_sock_close(fwd->eng, &c->sock[i]);
-                sf_conn_release_buf(c, i);
+                sf_side_close(c, i);
+                sf_dir_release(c, i);
         }
         sf_conn_dial_cancel(c);
+        free(c->fails);
+        c->fails = NULL;
         uv_close((uv_handle_t *)&c->timer, on_timer_closed);
 }
 
-void sf_conn_timer_arm(struct sf_conn *c, uint64_t ms) {
-        uv_timer_start(&c->timer, on_timer, ms, 0);
-}
-
-void sf_conn_idle_arm(struct sf_conn *c) {
-        uint64_t idle = c->fwd->conf->idle_timeout_ms;
-        if (idle)
-                uv_timer_start(&c->timer, on_timer, idle, 0);
-        else
-                uv_timer_stop(&c->timer);
-}
-
-/* Runs the connection's state as far as the readiness flags let it. */
-void sf_conn_progress(struct sf_conn *c) {
-        if (c->closing)
-                return;
-        switch (c->state) {
-        case ST_DIALING:
-                return; /* the upstream's events drive the dial */
-        case ST_AWAIT_CLIENT_FRAME:
-                if (c->rd[CLIENT])
-                        sf_conn_on_client_frame(c);
-                return;
-        case ST_AWAIT_HELLO:
-                if (c->rd[UPSTREAM])
-                        sf_conn_on_hello(c);
-                return;
-        case ST_LINGER:
-                if (c->rd[CLIENT])
-                        sf_conn_linger_drain(c);
-                return;
-        case ST_RELAYING:
-                sf_conn_relay_step(c);
-                return;
-        }
-}
-
-static void on_event(struct sf_conn *c, int side, uint32_t events) {
-        if (c->closing)
+void sf_conn_on_ready(struct sf_conn *c, int side, uint32_t events) {
+        if (c->state == ST_CLOSED)
                 return;
         if (!events) {
-                sf_conn_progress(c); /* a deferred call: a busy direction goes on */
+                progress(c); /* a deferred call: a busy direction goes on */
                 return;
         }
         c->last_activity = uv_now(c->fwd->loop);
@@ -104,10 +291,11 @@ static void on_event(struct sf_conn *c, int side, uint32_t events) {
                 c->rdhup[side] = true;
         if (events & (SF_EV_OUT | SF_EV_HUP | SF_EV_ERR))
                 c->wr[side] = true;
-        if (c->state == ST_DIALING && side == CLIENT && (events & SF_EV_HUP) && !sf_sock_unread(&c->sock[CLIENT])) {
-                /* Gone with nothing left to deliver before its upstream answered: the dial
-                 * and its descriptors go now, not at connect-timeout. A client that only
-                 * half-closed (RDHUP) may still wait for the reply, and keeps its dial. */
+        bool dialing = c->state == ST_DIALING || c->state == ST_AWAIT_HELLO || c->state == ST_AWAIT_STATUS;
+        if (dialing && side == CLIENT && (events & SF_EV_HUP)) {
+                /* Gone before its upstream answered, whatever it sent: nobody reads the answer,
+                 * so the dial and its descriptors go now, not at connect-timeout. A client that
+                 * only half-closed (RDHUP) may still wait for the reply, and keeps its dial. */
                 sf_conn_close(c, "the client hung up while its upstream was being dialed");
                 return;
         }
@@ -118,43 +306,33 @@ static void on_event(struct sf_conn *c, int side, uint32_t events) {
         }
         if (events & SF_EV_ERR) {
                 /* The socket's own error says what happened; reading it also clears it. */
-                int err = sf_sock_error(&c->sock[side]);
+                int err = sf_side_error(c, side);
                 if (err) {
-                        sf_conn_relay_error(c, err);
+                        if (dialing && side == UPSTREAM)
+                                sf_conn_handshake_error(c, err);
+                        else
+                                sf_conn_io_error(c, err);
                         return;
                 }
         }
-        sf_conn_progress(c);
-}
-
-static void on_client_ev(struct sf_ev *ev, uint32_t events) {
-        on_event((struct sf_conn *)((char *)ev - offsetof(struct sf_conn, sock[CLIENT].ev)), CLIENT, events);
-}
-
-static void on_upstream_ev(struct sf_ev *ev, uint32_t events) {
-        on_event((struct sf_conn *)((char *)ev - offsetof(struct sf_conn, sock[UPSTREAM].ev)), UPSTREAM, events);
+        progress(c);
 }
 
 static void on_timer(uv_timer_t *t) {
         struct sf_conn *c = t->data;
-        if (c->closing)
-                return;
         switch (c->state) {
         case ST_DIALING:
                 sf_conn_dial_timeout(c);
                 return;
-        case ST_AWAIT_CLIENT_FRAME:
+        case ST_GREETED:
         case ST_AWAIT_HELLO:
-                sf_conn_link_timeout(c);
+        case ST_AWAIT_STATUS:
+                sf_conn_handshake_timeout(c);
                 return;
         case ST_LINGER:
                 sf_conn_close(c, "linger over");
                 return;
-        case ST_RELAYING:
-                if (c->hs_await_status) {
-                        sf_conn_link_timeout(c);
-                        return;
-                }
+        case ST_RELAYING: {
                 uint64_t idle = c->fwd->conf->idle_timeout_ms, now = uv_now(c->fwd->loop);
                 if (now - c->last_activity >= idle) {
                         sf_log(SF_LOG_DEBUG, fname(c), c->id, "idle for %llums: closing",
@@ -162,7 +340,14 @@ static void on_timer(uv_timer_t *t) {
                         sf_conn_close(c, "idle timeout");
                         return;
                 }
+                /* Activity does not restart the timer (that would cost a call per event): the
+                 * rest of the idle time is waited for now. */
                 uv_timer_start(&c->timer, on_timer, idle - (now - c->last_activity), 0);
+                return;
+        }
+        case ST_NEW:
+        case ST_CLOSED:
+        case ST_COUNT:
                 return;
         }
 }
@@ -175,10 +360,8 @@ int sf_conn_new(struct sf_fwd *fwd, struct sf_incoming *in) {
         }
         c->fwd = fwd;
         c->id = ++fwd->next_conn_id;
-        sf_sock_init(&c->sock[CLIENT], on_client_ev);
-        sf_sock_init(&c->sock[UPSTREAM], on_upstream_ev);
-        for (int i = 0; i < 2; i++)
-                c->dir[i].pipe.rd = c->dir[i].pipe.wr = -1;
+        c->state = ST_NEW;
+        sf_side_init(c);
         c->dir[CLIENT].copy_only = fwd->listener.family == AF_UNIX;
         c->cand = 0;
         uv_timer_init(fwd->loop, &c->timer);
@@ -190,7 +373,7 @@ int sf_conn_new(struct sf_fwd *fwd, struct sf_incoming *in) {
         fwd->stats.total++;
         fwd->n_conns_allocated++;
 
-        int r = sf_sock_adopt(fwd->eng, &c->sock[CLIENT], in, fwd->listener.family);
+        int r = sf_side_adopt(c, CLIENT, in, fwd->listener.family);
         if (r < 0) {
                 sf_log(SF_LOG_ERROR, fname(c), c->id, "watching the accepted socket: %s", strerror(-r));
                 sf_conn_close(c, "watching the accepted socket failed");
@@ -199,11 +382,11 @@ int sf_conn_new(struct sf_fwd *fwd, struct sf_incoming *in) {
         /* A socket just accepted has an empty send buffer. */
         c->wr[CLIENT] = true;
         if (fwd->listener.family == AF_INET || fwd->listener.family == AF_INET6)
-                sf_sock_nodelay(&c->sock[CLIENT]);
+                sf_side_nodelay(c, CLIENT);
         if (fwd->has_key && is_net_family(fwd->listener.family)) {
                 sf_conn_greet(c);
                 return 0;
         }
-        sf_conn_dial_start(c);
+        sf_conn_event(c, EV_DIAL);
         return 0;
 }

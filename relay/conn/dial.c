@@ -14,73 +14,61 @@
 #include "relay/link/messages.h"
 
 /* Dialing the upstream: the candidates in order from the last good one, each name resolved
- * and each of its addresses tried, a unix listener's full backlog retried, connect-timeout per
- * candidate, failures logged when a candidate's state changes. */
+ * and each of its addresses tried, a unix listener's full backlog retried, failures logged when
+ * a candidate's state changes and kept for the line that ends a connection whose every
+ * candidate failed. The hub (conn.c) arms connect-timeout per candidate; a candidate becomes
+ * the good one only when the hub says it answered as the forward expects. */
 
-static void dial_next(struct sf_conn *c);
 static void try_next_addr(struct sf_conn *c);
 
-static void cand_log_failure(struct sf_conn *c, const char *cause) {
+void sf_conn_cand_note(struct sf_conn *c, uint64_t *counter, bool dial, const char *msg) {
         struct sf_fwd *fwd = c->fwd;
         if (!fwd->cand_failing[c->cand]) {
                 fwd->cand_failing[c->cand] = true;
-                sf_log(SF_LOG_WARN, fname(c), c->id, "connect %s: %s", cand_ep(c)->text, cause);
+                sf_log(SF_LOG_WARN, fname(c), c->id, "%s", msg);
         } else {
-                sf_log(SF_LOG_DEBUG, fname(c), c->id, "connect %s: %s", cand_ep(c)->text, cause);
+                sf_log(SF_LOG_DEBUG, fname(c), c->id, "%s", msg);
         }
+        c->fail_counter = counter;
+        c->fail_dial = dial;
+        /* One failure is its own line; the causes of several are kept for the one line that
+         * gives them all. Without the memory for it, the last cause stands for them. */
+        if (fwd->conf->n_connect < 2)
+                return;
+        if (!c->fails && (c->fails = malloc(SF_FAILS_MAX)))
+                c->fails[0] = '\0';
+        if (!c->fails)
+                return;
+        size_t used = strlen(c->fails);
+        if (used + 4 >= SF_FAILS_MAX)
+                return;
+        int n = snprintf(c->fails + used, SF_FAILS_MAX - used, "%s%s", used ? "; " : "", msg);
+        if (n < 0 || used + (size_t)n >= SF_FAILS_MAX)
+                memcpy(c->fails + SF_FAILS_MAX - 4, "...", 4);
 }
 
-void sf_conn_drop_upstream(struct sf_conn *c) {
-        sf_sock_close(c->fwd->eng, &c->sock[UPSTREAM]);
-        c->rd[UPSTREAM] = c->wr[UPSTREAM] = c->rdhup[UPSTREAM] = false;
-}
-
-/* A candidate failed: remember why, log on state change only, try the next one. */
-static void cand_failed(struct sf_conn *c, int e, const char *detail) {
-        const struct sf_endpoint *ep = cand_ep(c);
-        char cause[220];
-
-        uv_timer_stop(&c->timer);
-
-        if (detail)
-                snprintf(cause, sizeof cause, "%s", detail);
-        else
-                sf_link_connect_cause(ep, e, cause, sizeof cause);
-        snprintf(c->dial_error, sizeof c->dial_error, "connect %s: %s", ep->text, cause);
-        c->dial_errno = e;
-        cand_log_failure(c, cause);
-
-        if (c->ai_list) {
-                freeaddrinfo(c->ai_list);
-                c->ai_list = c->ai_next = NULL;
-        }
-        sf_conn_drop_upstream(c);
+bool sf_conn_cand_advance(struct sf_conn *c) {
         c->cand = (c->cand + 1) % (int)c->fwd->conf->n_connect;
         c->tries++;
-        dial_next(c);
+        return c->tries < c->fwd->conf->n_connect;
 }
 
-static void all_candidates_failed(struct sf_conn *c) {
-        struct sf_fwd *fwd = c->fwd;
-        struct sf_relay_stats *st = &fwd->stats;
-        uint64_t *counter = c->dial_errno == ETIMEDOUT ? &st->err_timeout
-                            : c->dial_errno == ECONNREFUSED || c->dial_errno == ENOENT ? &st->err_refused
-                                                                                        : &st->err_other;
-        char msg[256];
-        if (fwd->conf->n_connect > 1)
-                snprintf(msg, sizeof msg, "upstream unavailable: no candidate answered; last: %s", c->dial_error);
+const char *sf_conn_cand_summary(struct sf_conn *c, const char *last, char *out, size_t cap) {
+        static const char prefix[] = "upstream unavailable: ";
+        if (c->fails)
+                snprintf(out, cap, "upstream unavailable: every candidate failed: %s", c->fails);
+        else if (c->fwd->conf->n_connect > 1)
+                snprintf(out, cap, "upstream unavailable: every candidate failed; the last: %s", last);
+        else if (c->fail_dial)
+                snprintf(out, cap, "upstream unavailable: %s", last);
         else
-                snprintf(msg, sizeof msg, "upstream unavailable: %s", c->dial_error);
-        note_error(c, counter, msg);
-        if (sf_fwd_ratelimit(fwd))
-                sf_log(SF_LOG_ERROR, fname(c), c->id, "%s; closing the client connection", msg);
-        if (c->hs_server)
-                sf_conn_status_and_linger(c, SF_HS_UPSTREAM_UNAVAILABLE, c->dial_error);
-        else
-                sf_conn_close(c, msg);
+                /* A handshake failure says its own class (wrong peer, auth rejected, ...). */
+                snprintf(out, cap, "%s", last);
+        /* The reason of a status frame: the receiver says "upstream unavailable" itself. */
+        return strncmp(out, prefix, sizeof prefix - 1) == 0 ? out + sizeof prefix - 1 : out;
 }
 
-static void upstream_connected(struct sf_conn *c) {
+void sf_conn_cand_good(struct sf_conn *c) {
         struct sf_fwd *fwd = c->fwd;
         if (fwd->cand_failing[c->cand]) {
                 fwd->cand_failing[c->cand] = false;
@@ -90,23 +78,44 @@ static void upstream_connected(struct sf_conn *c) {
                 sf_log(SF_LOG_DEBUG, fname(c), c->id, "using %s", cand_ep(c)->text);
         fwd->last_good = c->cand;
         fwd->stats.candidate = c->cand;
+        free(c->fails);
+        c->fails = NULL;
+}
+
+/* A candidate failed to connect: why, in the relay's words, and its counter should it be the
+ * last one. */
+static void cand_failed(struct sf_conn *c, int e, const char *detail) {
+        const struct sf_endpoint *ep = cand_ep(c);
+        struct sf_relay_stats *st = &c->fwd->stats;
+        char cause[220], msg[300];
+        if (detail)
+                snprintf(cause, sizeof cause, "%s", detail);
+        else
+                sf_link_connect_cause(ep, e, cause, sizeof cause);
+        snprintf(msg, sizeof msg, "connect %s: %s", ep->text, cause);
+        uint64_t *counter = e == ETIMEDOUT                    ? &st->err_timeout
+                            : e == ECONNREFUSED || e == ENOENT ? &st->err_refused
+                                                               : &st->err_other;
+        sf_conn_cand_failed(c, counter, true, msg);
+}
+
+static void upstream_connected(struct sf_conn *c) {
         if (c->upstream_family == AF_INET || c->upstream_family == AF_INET6)
-                sf_sock_nodelay(&c->sock[UPSTREAM]);
+                sf_side_nodelay(c, UPSTREAM);
         /* A socket that just connected has an empty send buffer. */
         c->wr[UPSTREAM] = true;
-        uv_timer_stop(&c->timer);
-
-        if (fwd->has_key && is_net_family(c->upstream_family)) {
-                c->state = ST_AWAIT_HELLO;
-                c->hs_len = 0;
-                sf_conn_timer_arm(c, fwd->conf->handshake_timeout_ms);
-                sf_conn_progress(c);
+        if (c->fwd->has_key && is_net_family(c->upstream_family)) {
+                sf_conn_event(c, EV_CONNECTED_LINK);
                 return;
         }
-        if (c->hs_server && !sf_conn_server_confirm(c))
-                return;
         c->greeting_check = is_net_family(c->upstream_family);
-        sf_conn_start_relaying(c);
+        sf_conn_event(c, EV_CONNECTED);
+}
+
+/* The connect goes on (resolving, in progress, or a retry shortly): the hub re-arms the timer. */
+static void dial_wait(struct sf_conn *c, bool retry) {
+        c->dial_retry = retry;
+        sf_conn_event(c, EV_DIAL_WAIT);
 }
 
 static int sockaddr_for(const struct sf_endpoint *ep, struct sockaddr_storage *ss, socklen_t *len) {
@@ -156,11 +165,6 @@ static int connect_addr(struct sf_conn *c, const struct sockaddr *addr, socklen_
         return sf_sock_connect(c->fwd->eng, &c->sock[UPSTREAM], addr, len, in_progress);
 }
 
-static uint64_t remaining_ms(struct sf_conn *c) {
-        uint64_t now = uv_now(c->fwd->loop);
-        return c->dial_deadline > now ? c->dial_deadline - now : 1;
-}
-
 static void try_next_addr(struct sf_conn *c) {
         int last = EHOSTUNREACH;
         while (c->ai_next) {
@@ -169,11 +173,10 @@ static void try_next_addr(struct sf_conn *c) {
                 bool in_progress;
                 int r = connect_addr(c, ai->ai_addr, ai->ai_addrlen, &in_progress);
                 if (r == 0) {
-                        if (in_progress) {
-                                sf_conn_timer_arm(c, remaining_ms(c));
-                        } else {
+                        if (in_progress)
+                                dial_wait(c, false);
+                        else
                                 upstream_connected(c);
-                        }
                         return;
                 }
                 last = -r;
@@ -194,7 +197,6 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
                 char cause[200];
                 sf_link_resolve_cause(cand_ep(c), uv_strerror(status), cause, sizeof cause);
                 uv_freeaddrinfo(res);
-                uv_timer_stop(&c->timer);
                 cand_failed(c, EHOSTUNREACH, cause);
                 return;
         }
@@ -202,7 +204,7 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
         try_next_addr(c);
 }
 
-static void dial_candidate(struct sf_conn *c) {
+void sf_conn_dial(struct sf_conn *c) {
         const struct sf_endpoint *ep = cand_ep(c);
         struct sockaddr_storage ss;
         socklen_t len;
@@ -229,7 +231,7 @@ static void dial_candidate(struct sf_conn *c) {
                         return;
                 }
                 c->gai = g;
-                sf_conn_timer_arm(c, remaining_ms(c));
+                dial_wait(c, false);
                 return;
         }
         bool in_progress;
@@ -255,7 +257,7 @@ static void dial_candidate(struct sf_conn *c) {
                  * named pipe with every instance busy: retry shortly until connect-timeout
                  * rather than failing a burst of clients. */
                 if (uv_now(c->fwd->loop) + DIAL_RETRY_MS < c->dial_deadline) {
-                        sf_conn_timer_arm(c, DIAL_RETRY_MS);
+                        dial_wait(c, true);
                         return;
                 }
                 if (r == -EAGAIN)
@@ -265,29 +267,15 @@ static void dial_candidate(struct sf_conn *c) {
                 cand_failed(c, -r, NULL);
                 return;
         }
-        if (in_progress) {
-                sf_conn_timer_arm(c, remaining_ms(c));
-        } else {
+        if (in_progress)
+                dial_wait(c, false);
+        else
                 upstream_connected(c);
-        }
 }
 
-static void dial_next(struct sf_conn *c) {
-        if (c->closing)
-                return;
-        if (c->tries >= c->fwd->conf->n_connect) {
-                all_candidates_failed(c);
-                return;
-        }
-        c->dial_deadline = uv_now(c->fwd->loop) + c->fwd->conf->connect_timeout_ms;
-        dial_candidate(c);
-}
-
-void sf_conn_dial_start(struct sf_conn *c) {
-        c->state = ST_DIALING;
+void sf_conn_dial_first(struct sf_conn *c) {
         c->tries = 0;
         c->cand = c->fwd->last_good >= 0 ? c->fwd->last_good : 0;
-        dial_next(c);
 }
 
 void sf_conn_dial_ready(struct sf_conn *c, uint32_t events) {
@@ -295,38 +283,36 @@ void sf_conn_dial_ready(struct sf_conn *c, uint32_t events) {
         /* A failed connect always reports an error or a hang-up: plain writable is success,
          * and spares asking for the socket's error per connection. */
         if (!(events & SF_EV_OUT) || (events & (SF_EV_ERR | SF_EV_HUP)))
-                err = sf_sock_error(&c->sock[UPSTREAM]);
+                err = sf_side_error(c, UPSTREAM);
         if (!err && !(events & SF_EV_OUT))
                 return; /* still connecting */
         if (err) {
                 if (c->ai_next) {
-                        /* The name has another address: try it. */
-                        uv_timer_stop(&c->timer);
-                        c->dial_errno = err;
-                        sf_conn_drop_upstream(c);
+                        /* The name has another address: try it, within the same deadline. */
+                        sf_side_close(c, UPSTREAM);
                         try_next_addr(c);
                         return;
                 }
                 cand_failed(c, err, NULL);
                 return;
         }
-        uv_timer_stop(&c->timer);
         upstream_connected(c);
 }
 
 void sf_conn_dial_timeout(struct sf_conn *c) {
-        if (c->gai || sf_sock_is_open(&c->sock[UPSTREAM]) || uv_now(c->fwd->loop) + DIAL_RETRY_MS >= c->dial_deadline) {
-                if (c->gai) {
-                        c->gai->conn = NULL;
-                        uv_cancel((uv_req_t *)&c->gai->req);
-                        c->gai = NULL;
-                }
-                char cause[200];
-                sf_link_timeout_cause(cand_ep(c), c->fwd->conf->connect_timeout_ms, cause, sizeof cause);
-                cand_failed(c, ETIMEDOUT, cause);
+        if (c->dial_retry && uv_now(c->fwd->loop) + DIAL_RETRY_MS < c->dial_deadline) {
+                c->dial_retry = false;
+                sf_conn_dial(c);
                 return;
         }
-        dial_candidate(c); /* unix backlog retry */
+        if (c->gai) {
+                c->gai->conn = NULL;
+                uv_cancel((uv_req_t *)&c->gai->req);
+                c->gai = NULL;
+        }
+        char cause[200];
+        sf_link_timeout_cause(cand_ep(c), c->fwd->conf->connect_timeout_ms, cause, sizeof cause);
+        cand_failed(c, ETIMEDOUT, cause);
 }
 
 void sf_conn_dial_cancel(struct sf_conn *c) {
@@ -338,4 +324,5 @@ void sf_conn_dial_cancel(struct sf_conn *c) {
                 freeaddrinfo(c->ai_list);
                 c->ai_list = c->ai_next = NULL;
         }
+        sf_side_close(c, UPSTREAM);
 }

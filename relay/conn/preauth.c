@@ -48,7 +48,7 @@ bool sf_conn_preauth_enter(struct sf_conn *c) {
         }
         struct sockaddr_storage ss;
         socklen_t len = sizeof ss;
-        if (sf_sock_peername(&c->sock[CLIENT], &ss, &len) < 0)
+        if (sf_side_peername(c, CLIENT, &ss, &len) < 0)
                 len = 0;
         sf_preauth_node_source(&c->preauth, (struct sockaddr *)&ss, len);
         sf_preauth_add(pa, &c->preauth);

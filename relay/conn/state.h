@@ -1,6 +1,56 @@
 #pragma once
-/* Private to the connection's files (conn.c lifetime, dial.c, handshake.c, pump.c, preauth.c): the
- * state they share. Not an API: nothing outside those files includes it. */
+/* Private to the connection's files: its states, the events its phases report, the transition
+ * table, and the state they share. Not an API: nothing outside relay/conn/ includes it (the unit
+ * tests in tests/relay/ do, to drive a connection through every transition).
+ *
+ * The connection is a star. conn.c is the hub: it alone changes c->state and arms c->timer,
+ * both in sf_conn_event (and sf_conn_close). Around it, the phases report what happened and
+ * never call each other:
+ *
+ *   dial.c       the candidates: resolve, connect, retry, and which one is good
+ *   handshake.c  the link handshake: greet, check the client frame, the hello, the status
+ *   pump.c       bytes both ways once relaying, with a bound per loop turn
+ *   preauth.c    the pre-authentication budget
+ *
+ * and all of them move bytes through direction.c: every I/O on a side (recv, send, shutdown,
+ * close, its error, its readiness) and every primitive of a direction (read into its buffer or
+ * pipe, flush it to the other side, count it, release it, pass its EOF on). A side is a socket
+ * today; a side of another kind touches direction.c and the dial only.
+ *
+ * The transition table (state x event -> next state). Each state's timeout is armed on entry
+ * (sf_conn_event); what its expiry does is in the last column.
+ *
+ *   state          event             next           timer on entry, and what its expiry does
+ *   ------------   ---------------   ------------   -------------------------------------------------
+ *   NEW            GREET             GREETED        (none)
+ *                  DIAL              DIALING
+ *                  CLOSE             CLOSED
+ *   GREETED        DIAL              DIALING        handshake-timeout: no client frame, close
+ *                  REFUSED           LINGER
+ *                  CLOSE             CLOSED
+ *   DIALING        DIAL_WAIT         DIALING        connect-timeout per candidate, or 10 ms for the
+ *                  CONNECTED         RELAYING       retry of a full unix backlog: retry, or the
+ *                  CONNECTED_LINK    AWAIT_HELLO    candidate failed (CAND_FAILED)
+ *                  CAND_FAILED       DIALING
+ *                  REFUSED           LINGER
+ *                  CLOSE             CLOSED
+ *   AWAIT_HELLO    HELLO             AWAIT_STATUS   handshake-timeout: the candidate failed
+ *                  CAND_FAILED       DIALING
+ *                  REFUSED           LINGER
+ *                  CLOSE             CLOSED
+ *   AWAIT_STATUS   STATUS_OK         RELAYING       handshake-timeout + connect-timeout (saturating):
+ *                  CAND_FAILED       DIALING        the candidate failed
+ *                  REFUSED           LINGER
+ *                  CLOSE             CLOSED
+ *   RELAYING       CLOSE             CLOSED         idle-timeout (none when 0): close
+ *   LINGER         CLOSE             CLOSED         2 s: close
+ *   CLOSED         (none)                           (none)
+ *
+ * CAND_FAILED goes to DIALING only while a candidate is left: when none is, the hub turns it
+ * into REFUSED (it owes its client a status: it is that client's link server) or CLOSE, with
+ * one log line that gives every candidate's cause. CONNECTED and STATUS_OK make the candidate
+ * the good one; nothing else does. An event with no row here is a bug: the hub logs it and
+ * closes the connection. */
 #include <netdb.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -17,21 +67,72 @@
 #include "relay/listen/accept.h"
 #include "relay/sys/platform.h"
 
+enum conn_state {
+        ST_NEW,          /* allocated: nothing decided yet */
+        ST_GREETED,      /* listening side of an authenticated link: hello sent, client frame awaited */
+        ST_DIALING,      /* a candidate is being resolved or connected */
+        ST_AWAIT_HELLO,  /* connecting side: the peer relay's greeting awaited */
+        ST_AWAIT_STATUS, /* our client frame and the early bytes sent: the peer's status awaited */
+        ST_RELAYING,     /* bytes both ways */
+        ST_LINGER,       /* a failure status sent to our client: its bytes dropped until it has read it */
+        ST_CLOSED,       /* closed: the memory goes in the timer's close callback */
+        ST_COUNT
+};
+
+enum conn_event {
+        EV_GREET,          /* an authenticated listener greeted the client */
+        EV_DIAL,           /* dial the candidates: at once, or now that the client frame verified */
+        EV_DIAL_WAIT,      /* the candidate resolves or connects, or is retried in 10 ms */
+        EV_CONNECTED,      /* connected, and no handshake toward this candidate */
+        EV_CONNECTED_LINK, /* connected to a relay with auth = token: its hello comes first */
+        EV_HELLO,          /* its hello parsed: our client frame and the early bytes are queued */
+        EV_STATUS_OK,      /* its status frame verified */
+        EV_CAND_FAILED,    /* this candidate failed and another is left */
+        EV_REFUSED,        /* a failure status went to our client */
+        EV_CLOSE,
+        EV_COUNT
+};
+
+/* The table above, as the hub reads it (sf_conn_next_state). */
+#define SF_CONN_TRANSITIONS(X)                              \
+        X(ST_NEW, EV_GREET, ST_GREETED)                     \
+        X(ST_NEW, EV_DIAL, ST_DIALING)                      \
+        X(ST_NEW, EV_CLOSE, ST_CLOSED)                      \
+        X(ST_GREETED, EV_DIAL, ST_DIALING)                  \
+        X(ST_GREETED, EV_REFUSED, ST_LINGER)                \
+        X(ST_GREETED, EV_CLOSE, ST_CLOSED)                  \
+        X(ST_DIALING, EV_DIAL_WAIT, ST_DIALING)             \
+        X(ST_DIALING, EV_CONNECTED, ST_RELAYING)            \
+        X(ST_DIALING, EV_CONNECTED_LINK, ST_AWAIT_HELLO)    \
+        X(ST_DIALING, EV_CAND_FAILED, ST_DIALING)           \
+        X(ST_DIALING, EV_REFUSED, ST_LINGER)                \
+        X(ST_DIALING, EV_CLOSE, ST_CLOSED)                  \
+        X(ST_AWAIT_HELLO, EV_HELLO, ST_AWAIT_STATUS)        \
+        X(ST_AWAIT_HELLO, EV_CAND_FAILED, ST_DIALING)       \
+        X(ST_AWAIT_HELLO, EV_REFUSED, ST_LINGER)            \
+        X(ST_AWAIT_HELLO, EV_CLOSE, ST_CLOSED)              \
+        X(ST_AWAIT_STATUS, EV_STATUS_OK, ST_RELAYING)       \
+        X(ST_AWAIT_STATUS, EV_CAND_FAILED, ST_DIALING)      \
+        X(ST_AWAIT_STATUS, EV_REFUSED, ST_LINGER)           \
+        X(ST_AWAIT_STATUS, EV_CLOSE, ST_CLOSED)             \
+        X(ST_RELAYING, EV_CLOSE, ST_CLOSED)                 \
+        X(ST_LINGER, EV_CLOSE, ST_CLOSED)
+
 /* Side 0 is the accepted client, side 1 the upstream. dir[i] carries bytes read from side i
  * that still have to be written to side 1-i. */
 enum { CLIENT = 0, UPSTREAM = 1 };
 
-enum conn_state {
-        ST_AWAIT_CLIENT_FRAME, /* listening side of an authenticated link: hello sent */
-        ST_DIALING,
-        ST_AWAIT_HELLO,        /* connecting side: waiting for the peer relay's greeting */
-        ST_RELAYING,
-        ST_LINGER,             /* failure status sent: drain the peer's bytes so it reads it */
-};
-
 #define DIAL_RETRY_MS 10
 #define LINGER_MS 2000
+/* Reads per direction, and per lingering connection, in one loop turn before it yields. */
 #define PUMP_ROUNDS 8
+/* What a peer gets of the client's stream before its status frame verified: the bytes the
+ * client sent up to this many, behind the client frame; reading the client stops there until
+ * the status verifies (doc/SECURITY.md, "What the token protects", says why this much). The
+ * same bytes go again, behind its own frame, to the next candidate when this one fails. */
+#define SF_EARLY_MAX (16 * 1024)
+/* The causes of the candidates that failed, for the one line that gives them all. */
+#define SF_FAILS_MAX 1536
 
 /* A direction moves its bytes through a pooled buffer (recv/send), or, on an engine that has one
  * (relay/engine/engine.h), through a pooled kernel pipe once a read has filled the whole buffer:
@@ -49,6 +150,10 @@ struct dir {
         bool copy_only; /* the source is a unix socket, or the pipe path was refused */
         bool eof;       /* read side returned EOF */
         bool shut;      /* the EOF was passed on with a shutdown for writing */
+        /* The client's direction until the status verifies: its buffer holds the client frame
+         * of the current candidate and the early bytes behind it, and keeps them while they are
+         * sent, for the next candidate. */
+        bool held;
 };
 
 struct gai_req {
@@ -61,7 +166,6 @@ struct sf_conn {
         struct sf_fwd *fwd;
         uint64_t id;
         enum conn_state state;
-        bool closing;
 
         struct sf_sock sock[2];
         /* Edge-triggered readiness: set by an event, cleared only when a call says EAGAIN
@@ -79,12 +183,13 @@ struct sf_conn {
         struct gai_req *gai;
         struct addrinfo *ai_list, *ai_next;
         uint64_t dial_deadline;
-        char dial_error[200];
-        int dial_errno;
+        bool dial_retry;       /* waiting to try the same candidate again (a full backlog) */
+        char *fails;           /* the causes of this connection's failed candidates, or NULL */
+        uint64_t *fail_counter; /* the stats counter of the last one */
+        bool fail_dial;         /* the last one failed to connect (not in the handshake) */
 
         /* link handshake */
         bool hs_server;       /* we greeted the client: it gets a status frame */
-        bool hs_await_status; /* we sent our frame upstream: its status comes first */
         bool greeting_check;  /* auth = none over a network: the upstream's first read is looked at */
         uint8_t hs_flags;
         uint16_t hs_len;
@@ -117,42 +222,68 @@ static inline bool dir_pending(const struct dir *d) {
         return d->off < d->len || d->pipe_len > 0;
 }
 
-/* conn.c: the connection's lifetime, timers and events. */
-void sf_conn_timer_arm(struct sf_conn *c, uint64_t ms);
-/* The idle timeout, or no timer when there is none. */
-void sf_conn_idle_arm(struct sf_conn *c);
-/* Runs the connection's state as far as the readiness flags let it. */
-void sf_conn_progress(struct sf_conn *c);
+/* conn.c, the hub. */
+/* The next state for ev in state st, ST_COUNT when the table has none. */
+enum conn_state sf_conn_next_state(enum conn_state st, enum conn_event ev);
+const char *sf_conn_state_name(enum conn_state st);
+const char *sf_conn_event_name(enum conn_event ev);
+/* Takes the transition and arms the new state's timer; then does what entering it means
+ * (dial a candidate, read what is ready, ...). The caller returns right after it. */
+void sf_conn_event(struct sf_conn *c, enum conn_event ev);
+/* The current candidate failed: why (msg, which names it), the stats counter it counts in if it
+ * is the last one, and whether it failed to connect (dial) or in the handshake. The next
+ * candidate is dialled, or, when none is left, the connection ends with every cause. */
+void sf_conn_cand_failed(struct sf_conn *c, uint64_t *counter, bool dial, const char *msg);
+/* Sends our client a failure status (we are its link server) and lingers (EV_REFUSED), or
+ * closes when it cannot be sent. */
+void sf_conn_refuse(struct sf_conn *c, enum sf_hs_status st, const char *reason);
+/* An I/O error on either side: logged unless it is a reset, and the connection closes. */
+void sf_conn_io_error(struct sf_conn *c, int e);
+/* Readiness of side `side` (SF_EV_* bits), or 0 for a deferred call: sets the flags and runs
+ * the state as far as they let it. */
+void sf_conn_on_ready(struct sf_conn *c, int side, uint32_t events);
 
-/* dial.c: the upstream candidates, in order from the last good one, with failover. */
-void sf_conn_dial_start(struct sf_conn *c);
+/* dial.c: the upstream candidates, in order from the last good one. */
+/* The first candidate to try: the last good one. */
+void sf_conn_dial_first(struct sf_conn *c);
+/* Dials the current candidate; reports DIAL_WAIT, CONNECTED, CONNECTED_LINK or the failure. */
+void sf_conn_dial(struct sf_conn *c);
 /* An event on the upstream socket while it connects. */
 void sf_conn_dial_ready(struct sf_conn *c, uint32_t events);
-/* connect-timeout, or the retry of a unix connect refused for a full backlog. */
+/* The timer of DIALING: the retry of a full unix backlog, or connect-timeout. */
 void sf_conn_dial_timeout(struct sf_conn *c);
-/* Drops a pending name resolution and its results (the connection closes). */
+/* Drops a pending name resolution, its results and the upstream socket. */
 void sf_conn_dial_cancel(struct sf_conn *c);
-/* Drops the upstream socket of a failed attempt. */
-void sf_conn_drop_upstream(struct sf_conn *c);
+/* The current candidate answered as the forward expects: it is the one to try first. */
+void sf_conn_cand_good(struct sf_conn *c);
+/* Logs (once per change of a candidate's state) and keeps the cause of its failure. */
+void sf_conn_cand_note(struct sf_conn *c, uint64_t *counter, bool dial, const char *msg);
+/* Moves to the next candidate: false when every one was tried. */
+bool sf_conn_cand_advance(struct sf_conn *c);
+/* The line that ends a connection whose every candidate failed (last: the last one's cause),
+ * into out; returns the part of it that is the reason a status frame carries. */
+const char *sf_conn_cand_summary(struct sf_conn *c, const char *last, char *out, size_t cap);
 
 /* handshake.c: the sockferry link handshake inside a connection. */
-/* Listening side of an authenticated link: greets the client. false when the connection is
- * gone. */
-bool sf_conn_greet(struct sf_conn *c);
+/* Listening side of an authenticated link: greets the client (reports GREET, or closes). */
+void sf_conn_greet(struct sf_conn *c);
+/* GREETED: the client frame. */
 void sf_conn_on_client_frame(struct sf_conn *c);
+/* AWAIT_HELLO: the peer relay's greeting. */
 void sf_conn_on_hello(struct sf_conn *c);
-void sf_conn_on_status(struct sf_conn *c);
-/* The client of a failure status: its bytes are read and dropped until it closes. */
-void sf_conn_linger_drain(struct sf_conn *c);
-/* Handshake timers: the client frame, the peer's hello, the status frame. */
-void sf_conn_link_timeout(struct sf_conn *c);
-/* Tells the client relay why (status frame), then lingers until it has read it. */
-/* auth = none here: once, on the upstream's first read, a sockferry greeting there (a relay
- * with auth = token) closes the connection with the fix instead of reaching the client as
- * data. True when it did. */
-bool sf_conn_greeting_refused(struct sf_conn *c);
-void sf_conn_status_and_linger(struct sf_conn *c, enum sf_hs_status st, const char *reason);
-/* Listening side: the upstream answers, tell the client. false when the connection is gone. */
+/* AWAIT_STATUS: our frame and the early bytes out, the status frame in. */
+void sf_conn_on_await_status(struct sf_conn *c);
+/* The timer of GREETED, AWAIT_HELLO and AWAIT_STATUS. */
+void sf_conn_handshake_timeout(struct sf_conn *c);
+/* An error on the upstream socket during AWAIT_HELLO or AWAIT_STATUS: the candidate failed. */
+void sf_conn_handshake_error(struct sf_conn *c, int e);
+/* auth = none over a network: true, with the sentence in msg, when the upstream's first bytes
+ * are a sockferry greeting (a relay with auth = token), which must not reach the client. */
+bool sf_conn_greeting_unexpected(struct sf_conn *c, char *msg, size_t cap);
+/* Sends a failure status to our client and shuts down its write side. false if not sent. */
+bool sf_conn_status_send(struct sf_conn *c, enum sf_hs_status st, const char *reason);
+/* Listening side: the upstream answers, tell the client (the probe flag: tell it and close).
+ * false when the connection is gone. */
 bool sf_conn_server_confirm(struct sf_conn *c);
 
 /* preauth.c: the pre-authentication budget. enter evicts the oldest when the budget is
@@ -160,12 +291,55 @@ bool sf_conn_server_confirm(struct sf_conn *c);
 bool sf_conn_preauth_enter(struct sf_conn *c);
 void sf_conn_preauth_leave(struct sf_conn *c);
 
-/* pump.c: bytes both ways with backpressure and half-close. */
-void sf_conn_start_relaying(struct sf_conn *c);
+/* pump.c: both directions as far as readiness allows, PUMP_ROUNDS reads each per turn. */
 void sf_conn_relay_step(struct sf_conn *c);
-void sf_conn_relay_error(struct sf_conn *c, int e);
-ssize_t sf_conn_read_some(struct sf_conn *c, int from);
-int sf_conn_read_step(struct sf_conn *c, int from);
-void sf_conn_count_bytes(struct sf_conn *c, int from, size_t n);
+
+/* direction.c: a side. */
+void sf_side_init(struct sf_conn *c);
+int sf_side_adopt(struct sf_conn *c, int side, struct sf_incoming *in, int family);
+bool sf_side_is_open(struct sf_conn *c, int side);
+ssize_t sf_side_recv(struct sf_conn *c, int side, void *buf, size_t n);
+ssize_t sf_side_send(struct sf_conn *c, int side, const void *buf, size_t n);
+void sf_side_shutdown(struct sf_conn *c, int side);
+/* Closes the side and forgets its readiness. Safe when it is closed. */
+void sf_side_close(struct sf_conn *c, int side);
+int sf_side_error(struct sf_conn *c, int side);
+size_t sf_side_unread(struct sf_conn *c, int side);
+void sf_side_nodelay(struct sf_conn *c, int side);
+int sf_side_peername(struct sf_conn *c, int side, struct sockaddr_storage *ss, socklen_t *len);
+/* The connection goes on in a deferred call, after the events pending now. */
+void sf_side_yield(struct sf_conn *c);
+
+/* direction.c: a direction (dir[from], bytes read from side `from`). */
+/* One read into the pipe (bulk) or after what the buffer holds. n, 0 at EOF, -1 with errno. */
+ssize_t sf_dir_read_some(struct sf_conn *c, int from);
+/* read_some with what follows it: bytes counted, the EOF noted, readiness cleared on EAGAIN.
+ * 1 when bytes or the EOF came, 0 when nothing did, -errno. */
+int sf_dir_read(struct sf_conn *c, int from);
+/* Writes what the direction holds to the other side; once all of it is out the buffer or
+ * pipe goes back (unless held) and the EOF is passed on. 0 or -errno. */
+int sf_dir_flush(struct sf_conn *c, int from);
+void sf_dir_count(struct sf_conn *c, int from, size_t n);
 /* Gives the direction's buffer and pipe back to their pools. */
-void sf_conn_release_buf(struct sf_conn *c, int i);
+void sf_dir_release(struct sf_conn *c, int from);
+/* Once the direction is at its EOF and empty: shuts down the other side's write. */
+void sf_dir_pass_eof(struct sf_conn *c, int from);
+/* Copies up to max bytes from the front of what the buffer holds; take consumes them. */
+size_t sf_dir_peek(struct sf_conn *c, int from, void *out, size_t max);
+size_t sf_dir_take(struct sf_conn *c, int from, void *out, size_t max);
+/* Queues n bytes ahead of what the direction holds (a status frame ahead of the upstream's
+ * bytes; n is at most what was taken off its front, or the direction is empty). 0 or -ENOMEM. */
+int sf_dir_put_front(struct sf_conn *c, int from, const void *bytes, size_t n);
+/* The client's direction before the status: the frame of the current candidate at the front,
+ * the early bytes held behind it, all of it to be sent. 0 or -ENOMEM. */
+int sf_dir_hold_frame(struct sf_conn *c, const uint8_t frame[SF_HS_CLIENT_LEN]);
+/* Reads more early bytes, up to SF_EARLY_MAX in all. 0 or -errno. */
+int sf_dir_hold_read(struct sf_conn *c);
+/* The held bytes are let go: after the status verified (the frame was this candidate's), or
+ * for a candidate without a handshake (the frame is skipped). */
+void sf_dir_hold_end(struct sf_conn *c, bool with_frame);
+/* A candidate failed: the upstream's direction emptied, the client's sent again from the start. */
+void sf_dir_upstream_reset(struct sf_conn *c);
+/* LINGER: reads and drops what side `side` sent, PUMP_ROUNDS reads per turn (then a deferred
+ * call goes on). 1 once the side is at EOF or failed, 0 while it may send more. */
+int sf_dir_discard(struct sf_conn *c, int side);

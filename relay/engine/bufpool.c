@@ -10,6 +10,7 @@ struct sf_bufpool {
         struct free_buf *free;
         size_t n_free;
         size_t max_free;
+        size_t n_out;
 };
 
 struct sf_bufpool *sf_bufpool_new(size_t max_free) {
@@ -24,14 +25,18 @@ void *sf_bufpool_get(struct sf_bufpool *pool) {
         if (b) {
                 pool->free = b->next;
                 pool->n_free--;
-                return b;
+        } else {
+                b = malloc(SF_BUF_SIZE);
         }
-        return malloc(SF_BUF_SIZE);
+        if (b)
+                pool->n_out++;
+        return b;
 }
 
 void sf_bufpool_put(struct sf_bufpool *pool, void *buf) {
         if (!buf)
                 return;
+        pool->n_out--;
         /* Keep a bounded reserve: a burst of busy connections must not pin its peak memory. */
         if (pool->n_free >= pool->max_free) {
                 free(buf);
@@ -41,6 +46,10 @@ void sf_bufpool_put(struct sf_bufpool *pool, void *buf) {
         b->next = pool->free;
         pool->free = b;
         pool->n_free++;
+}
+
+size_t sf_bufpool_in_use(const struct sf_bufpool *pool) {
+        return pool->n_out;
 }
 
 void sf_bufpool_free(struct sf_bufpool *pool) {

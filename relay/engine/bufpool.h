@@ -14,3 +14,6 @@ struct sf_bufpool *sf_bufpool_new(size_t max_free);
 void *sf_bufpool_get(struct sf_bufpool *pool);
 void sf_bufpool_put(struct sf_bufpool *pool, void *buf);
 void sf_bufpool_free(struct sf_bufpool *pool);
+/* Buffers handed out and not given back: with no connection open, none (the connection's unit
+ * tests check every way a connection ends with it). */
+size_t sf_bufpool_in_use(const struct sf_bufpool *pool);

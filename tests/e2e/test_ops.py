@@ -261,9 +261,11 @@ def test_check_several_forwards_and_candidates_exit_status():
         bad = "bad:unix:%s/b.sock=unix:%s/nothing.sock" % (d, d)
         rc, out, err = check("--link-only", "-F", good, "-F", fallback)
         assert rc == 0, (rc, out, err)
+        # one line per candidate tried: fb's first one fails, its second one answers
         lines = out.splitlines()
-        assert len(lines) == 2 and lines[0].startswith("good: OK (unix:%s/svc.sock, connected" % d), out
-        assert lines[1].startswith("fb: OK (unix:%s/svc.sock" % d), out
+        assert len(lines) == 3 and lines[0].startswith("good: OK (unix:%s/svc.sock, connected" % d), out
+        assert lines[1].startswith("fb: FAIL connect tcp:127.0.0.1:%d: Connection refused" % dead), out
+        assert lines[2].startswith("fb: OK (unix:%s/svc.sock" % d), out
         rc, out, err = check("--link-only", "-F", good, "-F", bad)
         assert rc == 1 and "good: OK" in out and "bad: FAIL connect unix:%s/nothing.sock: No such file" % d in out, out
         # usage and configuration errors

@@ -1,0 +1,294 @@
+#include "relay/conn/state.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "relay/engine/bufpool.h"
+
+/* The two sides of a connection and the two directions between them. Every I/O on a side goes
+ * through here: a side is a socket of the engine (relay/engine/engine.h), and its events come
+ * in here and go to the hub (sf_conn_on_ready). A direction holds the bytes read from one side
+ * until the other side took them: a pooled buffer, or a pooled pipe for bulk transfers, and
+ * only while it holds bytes. The handshake (its frames, the early bytes) and the pump (bytes
+ * both ways) both move their bytes with these primitives, and neither calls the other. */
+
+/* ---- a side ------------------------------------------------------------------------------ */
+
+static void on_client_ev(struct sf_ev *ev, uint32_t events) {
+        sf_conn_on_ready(sf_list_entry(ev, struct sf_conn, sock[CLIENT].ev), CLIENT, events);
+}
+
+static void on_upstream_ev(struct sf_ev *ev, uint32_t events) {
+        sf_conn_on_ready(sf_list_entry(ev, struct sf_conn, sock[UPSTREAM].ev), UPSTREAM, events);
+}
+
+void sf_side_init(struct sf_conn *c) {
+        sf_sock_init(&c->sock[CLIENT], on_client_ev);
+        sf_sock_init(&c->sock[UPSTREAM], on_upstream_ev);
+        for (int i = 0; i < 2; i++)
+                c->dir[i].pipe.rd = c->dir[i].pipe.wr = -1;
+}
+
+int sf_side_adopt(struct sf_conn *c, int side, struct sf_incoming *in, int family) {
+        return sf_sock_adopt(c->fwd->eng, &c->sock[side], in, family);
+}
+
+bool sf_side_is_open(struct sf_conn *c, int side) {
+        return sf_sock_is_open(&c->sock[side]);
+}
+
+ssize_t sf_side_recv(struct sf_conn *c, int side, void *buf, size_t n) {
+        return sf_sock_recv(&c->sock[side], buf, n);
+}
+
+ssize_t sf_side_send(struct sf_conn *c, int side, const void *buf, size_t n) {
+        return sf_sock_send(&c->sock[side], buf, n);
+}
+
+void sf_side_shutdown(struct sf_conn *c, int side) {
+        sf_sock_shutdown(&c->sock[side]);
+}
+
+void sf_side_close(struct sf_conn *c, int side) {
+        sf_sock_close(c->fwd->eng, &c->sock[side]);
+        c->rd[side] = c->wr[side] = c->rdhup[side] = false;
+}
+
+int sf_side_error(struct sf_conn *c, int side) {
+        return sf_sock_error(&c->sock[side]);
+}
+
+size_t sf_side_unread(struct sf_conn *c, int side) {
+        return sf_sock_unread(&c->sock[side]);
+}
+
+void sf_side_nodelay(struct sf_conn *c, int side) {
+        sf_sock_nodelay(&c->sock[side]);
+}
+
+int sf_side_peername(struct sf_conn *c, int side, struct sockaddr_storage *ss, socklen_t *len) {
+        return sf_sock_peername(&c->sock[side], ss, len);
+}
+
+/* The deferred call comes back through the client side's callback with no events; the client
+ * side is open as long as the connection is. */
+void sf_side_yield(struct sf_conn *c) {
+        sf_engine_defer(c->fwd->eng, &c->sock[CLIENT].ev);
+}
+
+/* ---- a direction ------------------------------------------------------------------------ */
+
+void sf_dir_release(struct sf_conn *c, int from) {
+        struct dir *d = &c->dir[from];
+        sf_bufpool_put(c->fwd->pool, d->buf);
+        d->buf = NULL;
+        d->off = d->len = 0;
+        d->held = false;
+        sf_sock_pipe_put(c->fwd->eng, &d->pipe, d->pipe_len);
+        d->pipe_len = 0;
+}
+
+void sf_dir_count(struct sf_conn *c, int from, size_t n) {
+        if (from == CLIENT)
+                c->fwd->stats.bytes_up += n;
+        else
+                c->fwd->stats.bytes_down += n;
+}
+
+void sf_dir_pass_eof(struct sf_conn *c, int from) {
+        struct dir *d = &c->dir[from];
+        if (d->eof && !d->shut && !dir_pending(d)) {
+                /* With the other direction done too the connection closes next, and close()
+                 * says EOF by itself. */
+                if (!c->dir[1 - from].shut)
+                        sf_side_shutdown(c, 1 - from);
+                d->shut = true;
+        }
+}
+
+int sf_dir_flush(struct sf_conn *c, int from) {
+        struct dir *d = &c->dir[from];
+        int to = 1 - from;
+        while (dir_pending(d)) {
+                ssize_t n;
+                if (d->off < d->len)
+                        n = sf_sock_send(&c->sock[to], d->buf + d->off, d->len - d->off);
+                else
+                        n = sf_sock_from_pipe(&d->pipe, &c->sock[to], d->pipe_len);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno == EAGAIN) {
+                                c->wr[to] = false;
+                                return 0;
+                        }
+                        return -errno;
+                }
+                if (d->off < d->len)
+                        d->off += (uint32_t)n;
+                else
+                        d->pipe_len -= (size_t)n;
+        }
+        if (!d->held)
+                sf_dir_release(c, from);
+        sf_dir_pass_eof(c, from);
+        return 0;
+}
+
+ssize_t sf_dir_read_some(struct sf_conn *c, int from) {
+        struct dir *d = &c->dir[from];
+        if (d->off == d->len)
+                d->off = d->len = 0;
+        if (d->bulk && !d->len && !d->copy_only &&
+            (d->pipe.rd >= 0 || sf_sock_pipe_get(c->fwd->eng, &d->pipe) == 0)) {
+                ssize_t n = sf_sock_to_pipe(&c->sock[from], &d->pipe, d->pipe.size);
+                if (n > 0)
+                        d->pipe_len = (size_t)n;
+                if (n >= 0 || errno != EINVAL)
+                        return n;
+                /* A socket family without the pipe path: copy from now on. */
+                d->copy_only = true;
+                sf_sock_pipe_put(c->fwd->eng, &d->pipe, 0);
+        }
+        if (!d->buf && !(d->buf = sf_bufpool_get(c->fwd->pool))) {
+                errno = ENOMEM;
+                return -1;
+        }
+        size_t room = SF_BUF_SIZE - d->len;
+        ssize_t n = sf_sock_recv(&c->sock[from], d->buf + d->len, room);
+        if (n > 0) {
+                d->len += (uint32_t)n;
+                if ((size_t)n == room)
+                        d->bulk = true;
+                else if (!c->rdhup[from])
+                        /* A short read emptied the socket: bytes arriving later raise a new
+                         * edge. An EOF that came with the last edge raises none. */
+                        c->rd[from] = false;
+        }
+        return n;
+}
+
+int sf_dir_read(struct sf_conn *c, int from) {
+        ssize_t n;
+        do
+                n = sf_dir_read_some(c, from);
+        while (n < 0 && errno == EINTR);
+        if (n < 0) {
+                if (errno != EAGAIN)
+                        return -errno;
+                c->rd[from] = false;
+                return 0;
+        }
+        if (n == 0)
+                c->dir[from].eof = true;
+        else
+                sf_dir_count(c, from, (size_t)n);
+        return 1;
+}
+
+size_t sf_dir_peek(struct sf_conn *c, int from, void *out, size_t max) {
+        const struct dir *d = &c->dir[from];
+        size_t n = d->len - d->off < max ? d->len - d->off : max;
+        if (n)
+                memcpy(out, d->buf + d->off, n);
+        return n;
+}
+
+size_t sf_dir_take(struct sf_conn *c, int from, void *out, size_t max) {
+        size_t n = sf_dir_peek(c, from, out, max);
+        c->dir[from].off += (uint32_t)n;
+        return n;
+}
+
+int sf_dir_put_front(struct sf_conn *c, int from, const void *bytes, size_t n) {
+        struct dir *d = &c->dir[from];
+        if (!d->buf && !(d->buf = sf_bufpool_get(c->fwd->pool)))
+                return -ENOMEM;
+        if (d->off < n) {
+                /* Only an empty direction gets here: what was in front was taken. */
+                uint32_t rest = d->len - d->off;
+                memmove(d->buf + n, d->buf + d->off, rest);
+                d->len = (uint32_t)n + rest;
+                d->off = (uint32_t)n;
+        }
+        d->off -= (uint32_t)n;
+        memcpy(d->buf + d->off, bytes, n);
+        return 0;
+}
+
+int sf_dir_hold_frame(struct sf_conn *c, const uint8_t frame[SF_HS_CLIENT_LEN]) {
+        struct dir *d = &c->dir[CLIENT];
+        if (!d->buf && !(d->buf = sf_bufpool_get(c->fwd->pool)))
+                return -ENOMEM;
+        /* The first candidate with a handshake: nothing of the client's is held yet. */
+        if (!d->held)
+                d->len = SF_HS_CLIENT_LEN;
+        memcpy(d->buf, frame, SF_HS_CLIENT_LEN);
+        d->off = 0;
+        d->held = true;
+        return 0;
+}
+
+int sf_dir_hold_read(struct sf_conn *c) {
+        struct dir *d = &c->dir[CLIENT];
+        while (c->rd[CLIENT] && !d->eof && d->len < SF_HS_CLIENT_LEN + SF_EARLY_MAX) {
+                size_t room = SF_HS_CLIENT_LEN + SF_EARLY_MAX - d->len;
+                ssize_t n = sf_sock_recv(&c->sock[CLIENT], d->buf + d->len, room);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno != EAGAIN)
+                                return -errno;
+                        c->rd[CLIENT] = false;
+                        return 0;
+                }
+                if (n == 0) {
+                        d->eof = true;
+                        return 0;
+                }
+                d->len += (uint32_t)n;
+                sf_dir_count(c, CLIENT, (size_t)n);
+                if ((size_t)n < room && !c->rdhup[CLIENT])
+                        c->rd[CLIENT] = false;
+        }
+        return 0;
+}
+
+void sf_dir_hold_end(struct sf_conn *c, bool with_frame) {
+        struct dir *d = &c->dir[CLIENT];
+        if (!d->held)
+                return;
+        d->held = false;
+        if (!with_frame)
+                d->off = SF_HS_CLIENT_LEN;
+        if (!dir_pending(d))
+                sf_dir_release(c, CLIENT);
+}
+
+void sf_dir_upstream_reset(struct sf_conn *c) {
+        struct dir *up = &c->dir[UPSTREAM];
+        sf_dir_release(c, UPSTREAM);
+        up->bulk = up->copy_only = up->eof = up->shut = false;
+        c->dir[CLIENT].off = 0;
+        c->dir[CLIENT].shut = false;
+}
+
+int sf_dir_discard(struct sf_conn *c, int side) {
+        char sink[16384];
+        for (int round = 0; round < PUMP_ROUNDS; round++) {
+                ssize_t n = sf_sock_recv(&c->sock[side], sink, sizeof sink);
+                if (n > 0)
+                        continue;
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0 && errno == EAGAIN) {
+                        c->rd[side] = false;
+                        return 0;
+                }
+                return 1;
+        }
+        /* More is coming: the other connections get their turn first. */
+        sf_side_yield(c);
+        return 0;
+}
