@@ -9,9 +9,13 @@ Usage: test_manpages.py SOURCE_ROOT
 * every configuration key (conf/keys.c sf_conf_keys[]) is in doc/sockferry.conf.5.scd;
 * every exit status the CLI defines (SF_EX_* in conf/conf.h, shim/cli.h) is in sockferry(1)'s EXIT STATUS.
 """
+import os
 import pathlib
 import re
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import sftap  # noqa: E402
 
 
 def main():
@@ -61,10 +65,10 @@ def main():
     for name, num in statuses:
         tests.append((f"*{num}*" in exit_section, f"sockferry(1) EXIT STATUS lists {num} ({name})"))
 
-    print(f"1..{len(tests)}")
-    for i, (ok, desc) in enumerate(tests, 1):
-        print(f"{'ok' if ok else 'not ok'} {i} - {desc}")
-    return 0 if all(ok for ok, _ in tests) else 1
+    tap = sftap.Tap()
+    for ok, desc in tests:
+        tap.ok(ok, desc)
+    return tap.finish()
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The command line people and scripts meet first: help in every spelling, `sockferry version`
 (what a bug report needs), `relay -t` naming the control socket, and the process metrics under
-Prometheus' standard names (issue 23, item 5).
+Prometheus' standard names (issue 23, item 5). Each test gets a Scene
+(tests/lib/sfharness.py) for what it starts.
 
 argv: --seccomp 1|0 (whether the build has the seccomp sandbox)."""
 
@@ -9,17 +10,17 @@ import ctypes
 import json
 import os
 import re
-import shutil
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sfharness import ENGINE, Relay, Server, Tap, connect, run_sockferry, tmpdir  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import sftap  # noqa: E402
+from sfharness import ENGINE, Scene, connect, run_sockferry  # noqa: E402
 
 SECCOMP = len(sys.argv) > 2 and sys.argv[1] == "--seccomp" and sys.argv[2] == "1"
 COMMANDS = ("relay", "run", "check", "probe", "stats", "keygen", "version")
 
 
-def test_help_cmd_in_every_spelling():
+def test_help_cmd_in_every_spelling(sc):
     """`--help CMD` and `-h CMD` said "expected at most one COMMAND"; they are `help CMD`."""
     for cmd in COMMANDS:
         want = run_sockferry([cmd, "--help"])
@@ -47,7 +48,7 @@ def landlock_abi():
     return abi if abi > 0 else None
 
 
-def test_version_says_what_a_bug_report_needs():
+def test_version_says_what_a_bug_report_needs(sc):
     rc, out, err = run_sockferry(["version"])
     assert rc == 0 and err == "", (rc, err)
     lines = out.splitlines()
@@ -77,32 +78,29 @@ def test_version_says_what_a_bug_report_needs():
     assert rc == 64 and "unexpected argument 'extra'" in err, (rc, err)
 
 
-def test_relay_t_lists_the_control_socket():
-    d = tmpdir()
-    try:
-        for control in ("unix:%s/ctl.sock" % d, "unix:@sf-cli-%d" % os.getpid()):
-            conf = os.path.join(d, "conf")
-            with open(conf, "w") as f:
-                f.write("[sockferry]\ncontrol = %s\n[x]\nlisten = unix:%s/in.sock\nconnect = unix:%s/up.sock\n"
-                        % (control, d, d))
-            rc, out, err = run_sockferry(["relay", "-t", "-c", conf])
-            assert rc == 0, (rc, out, err)
-            assert out == ("x: listen unix:%s/in.sock -> connect unix:%s/up.sock, auth = none\n"
-                           "control: listen %s (sockferry stats)\n"
-                           "configuration OK: 1 forward, nothing bound\n" % (d, d, control)), out
-            assert not os.path.exists(os.path.join(d, "ctl.sock")), "-t bound the control socket"
-        # A control path in a directory others can write is refused as a listen path is.
-        shared = os.path.join(d, "shared")
-        os.mkdir(shared)
-        os.chmod(shared, 0o777)
+def test_relay_t_lists_the_control_socket(sc):
+    d = sc.tmpdir()
+    for control in ("unix:%s/ctl.sock" % d, "unix:@sf-cli-%d" % os.getpid()):
+        conf = os.path.join(d, "conf")
         with open(conf, "w") as f:
-            f.write("[sockferry]\ncontrol = unix:%s/ctl.sock\n[x]\nlisten = unix:%s/in.sock\nconnect = unix:%s/up.sock\n"
-                    % (shared, d, d))
+            f.write("[sockferry]\ncontrol = %s\n[x]\nlisten = unix:%s/in.sock\nconnect = unix:%s/up.sock\n"
+                    % (control, d, d))
         rc, out, err = run_sockferry(["relay", "-t", "-c", conf])
-        assert rc == 78 and "the directory %s is owned by" % shared in err and "configuration OK" not in out, \
-            (rc, out, err)
-    finally:
-        shutil.rmtree(d)
+        assert rc == 0, (rc, out, err)
+        assert out == ("x: listen unix:%s/in.sock -> connect unix:%s/up.sock, auth = none\n"
+                       "control: listen %s (sockferry stats)\n"
+                       "configuration OK: 1 forward, nothing bound\n" % (d, d, control)), out
+        assert not os.path.exists(os.path.join(d, "ctl.sock")), "-t bound the control socket"
+    # A control path in a directory others can write is refused as a listen path is.
+    shared = os.path.join(d, "shared")
+    os.mkdir(shared)
+    os.chmod(shared, 0o777)
+    with open(conf, "w") as f:
+        f.write("[sockferry]\ncontrol = unix:%s/ctl.sock\n[x]\nlisten = unix:%s/in.sock\nconnect = unix:%s/up.sock\n"
+                % (shared, d, d))
+    rc, out, err = run_sockferry(["relay", "-t", "-c", conf])
+    assert rc == 78 and "the directory %s is owned by" % shared in err and "configuration OK" not in out, \
+        (rc, out, err)
 
 
 def start_time(pid):
@@ -114,52 +112,47 @@ def start_time(pid):
     return btime + ticks / os.sysconf("SC_CLK_TCK")
 
 
-def test_process_metrics_have_prometheus_standard_names():
-    d = tmpdir()
-    srv = Server("echo", d + "/svc.sock")
+def test_process_metrics_have_prometheus_standard_names(sc):
+    d = sc.tmpdir()
+    sc.server("echo", d + "/svc.sock")
     conf = os.path.join(d, "conf")
     with open(conf, "w") as f:
         f.write("[sockferry]\ncontrol = unix:%s/control.sock\n[echo]\nlisten = unix:%s/in.sock\n"
                 "connect = unix:%s/svc.sock\n" % (d, d, d))
-    r = Relay(["relay", "-c", conf])
-    try:
-        s = connect(d + "/in.sock")
-        s.sendall(b"x")
-        assert s.recv(1) == b"x"
-        s.close()
+    r = sc.relay(["relay", "-c", conf])
+    s = connect(d + "/in.sock")
+    s.sendall(b"x")
+    assert s.recv(1) == b"x"
+    s.close()
 
-        def scrape():
-            rc, out, err = run_sockferry(["stats", "-c", conf, "--format", "prometheus"])
-            assert rc == 0, err
-            return out
-        first = scrape()
-        samples = dict(line.rsplit(" ", 1) for line in first.splitlines() if not line.startswith("#"))
-        for old in ("sockferry_open_fds", "sockferry_resident_memory_bytes", "sockferry_uptime_seconds"):
-            assert old not in first, "%s is still exported" % old
-        for name, kind in (("process_open_fds", "gauge"), ("process_resident_memory_bytes", "gauge"),
-                           ("process_start_time_seconds", "gauge")):
-            assert "# TYPE %s %s\n" % (name, kind) in first and name in samples, (name, first)
-        assert int(samples["process_open_fds"]) > 0 and int(samples["process_resident_memory_bytes"]) > 0, samples
-        # A Unix timestamp of the start, not an uptime, and the same at every scrape.
-        assert abs(float(samples["process_start_time_seconds"]) - start_time(r.pid)) < 0.02, \
-            (samples["process_start_time_seconds"], start_time(r.pid))
-        again = dict(line.rsplit(" ", 1) for line in scrape().splitlines() if not line.startswith("#"))
-        assert again["process_start_time_seconds"] == samples["process_start_time_seconds"], (again, samples)
-        # The forward metrics keep their names.
-        assert samples['sockferry_connections_total{forward="echo"}'] == "1", first
-        rc, out, _ = run_sockferry(["stats", "-c", conf, "--format", "json"])
-        process = json.loads(out)["process"]
-        assert abs(process["start_time_seconds"] - float(samples["process_start_time_seconds"])) < 0.01, process
-    finally:
-        r.stop()
-        srv.stop()
-        shutil.rmtree(d)
+    def scrape():
+        rc, out, err = run_sockferry(["stats", "-c", conf, "--format", "prometheus"])
+        assert rc == 0, err
+        return out
+    first = scrape()
+    samples = dict(line.rsplit(" ", 1) for line in first.splitlines() if not line.startswith("#"))
+    for old in ("sockferry_open_fds", "sockferry_resident_memory_bytes", "sockferry_uptime_seconds"):
+        assert old not in first, "%s is still exported" % old
+    for name, kind in (("process_open_fds", "gauge"), ("process_resident_memory_bytes", "gauge"),
+                       ("process_start_time_seconds", "gauge")):
+        assert "# TYPE %s %s\n" % (name, kind) in first and name in samples, (name, first)
+    assert int(samples["process_open_fds"]) > 0 and int(samples["process_resident_memory_bytes"]) > 0, samples
+    # A Unix timestamp of the start, not an uptime, and the same at every scrape.
+    assert abs(float(samples["process_start_time_seconds"]) - start_time(r.pid)) < 0.02, \
+        (samples["process_start_time_seconds"], start_time(r.pid))
+    again = dict(line.rsplit(" ", 1) for line in scrape().splitlines() if not line.startswith("#"))
+    assert again["process_start_time_seconds"] == samples["process_start_time_seconds"], (again, samples)
+    # The forward metrics keep their names.
+    assert samples['sockferry_connections_total{forward="echo"}'] == "1", first
+    rc, out, _ = run_sockferry(["stats", "-c", conf, "--format", "json"])
+    process = json.loads(out)["process"]
+    assert abs(process["start_time_seconds"] - float(samples["process_start_time_seconds"])) < 0.01, process
 
 
 if __name__ == "__main__":
-    sys.exit(Tap([
+    sftap.main([
         test_help_cmd_in_every_spelling,
         test_version_says_what_a_bug_report_needs,
         test_relay_t_lists_the_control_socket,
         test_process_metrics_have_prometheus_standard_names,
-    ]).run())
+    ], fixture=Scene)

@@ -8,12 +8,18 @@ ruby -c parses it (Debian's ruby; Homebrew itself is not here, so `brew audit` a
 dependencies, the meson build, the per-user service and its test block.
 """
 import argparse
+import os
 import re
 import shutil
 import subprocess
 import sys
 
-from tap import check, report, skip
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import sftap  # noqa: E402
+
+TAP = sftap.Tap()
+check = TAP.ok
+skip = TAP.skip
 
 
 def block(text, header):
@@ -57,7 +63,7 @@ def main():
     check(not placeholder or re.search(r"^# PLACEHOLDERS", text, re.M),
           "a placeholder url/sha256 is said to be one in the header", "")
 
-    return report()
+    return TAP.finish()
 
 
 if __name__ == "__main__":

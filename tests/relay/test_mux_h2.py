@@ -8,8 +8,12 @@ import os
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "packaging"))
-from tap import check, report, skip  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import sftap  # noqa: E402
+
+TAP = sftap.Tap()
+check = TAP.ok
+skip = TAP.skip
 
 try:
     import h2.config
@@ -139,4 +143,4 @@ if h2 is None:
 else:
     our_client_to_h2_server()
     h2_client_to_our_server()
-sys.exit(report())
+sys.exit(TAP.finish())
