@@ -27,6 +27,8 @@ static const struct sf_forward forward_defaults = {
         .connect_timeout_ms = 5000,
         .handshake_timeout_ms = 5000,
         .idle_timeout_ms = 0, /* none */
+        .link = SF_LINK_SHARED,
+        .keepalive_ms = 15000,
 };
 
 void sf_conf_init(struct sf_conf *c) {
@@ -65,6 +67,12 @@ void sf_conf_forward_resolve(struct sf_forward *f) {
          * quarter of the budget) may have as many as the forward serves connections. */
         if (!f->preauth_max)
                 f->preauth_max = 4 * f->max_conns;
+        if (!f->service_set)
+                snprintf(f->service, sizeof f->service, "%s", f->name);
+        /* A host relay authenticates its listener; its upstream (a local service, a dev
+         * server on TCP) is dialled plainly unless it is itself a relay (connect-auth). */
+        if (!f->connect_auth_set)
+                f->connect_auth = f->listen_set && sf_endpoint_is_network(&f->listen) ? SF_AUTH_NONE : f->auth;
 }
 
 bool sf_conf_name_valid(const char *s) {

@@ -22,6 +22,8 @@
 
 enum sf_auth { SF_AUTH_NONE = 0, SF_AUTH_TOKEN };
 enum sf_env_format { SF_ENV_PATH = 0, SF_ENV_UNIX_URL };
+/* How a forward's connections reach a host relay over an authenticated link (doc/PROTOCOL.md). */
+enum sf_link_mode { SF_LINK_SHARED = 0, SF_LINK_PER_CONNECTION };
 
 /* Where a forward came from, for messages: "FILE:LINE: [section]" or "-F 'spec'". */
 struct sf_origin {
@@ -44,6 +46,17 @@ struct sf_forward {
         enum sf_auth auth;
         bool allow_insecure;
         char *token_file;
+        /* The side auth = token authenticates is the listen side when it is a network endpoint
+         * (a host relay), else the connect side; connect-auth = token authenticates the connect
+         * side of a network listener too (a relay chained between two links). */
+        enum sf_auth connect_auth;
+        bool connect_auth_set;
+        /* The service the forward offers on its listener (host) or asks for (container):
+         * default its own name. service_set: written in the configuration. */
+        char service[SF_NAME_MAX];
+        bool service_set;
+        enum sf_link_mode link;   /* default shared */
+        uint64_t keepalive_ms;    /* default 15000; 0: no pings */
 
         char alias[SF_UNIX_PATH_MAX];
         char env[128];

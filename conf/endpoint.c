@@ -244,6 +244,10 @@ bool sf_endpoint_is_loopback(const struct sf_endpoint *ep) {
                strcasecmp(ep->host, "localhost") == 0;
 }
 
+bool sf_endpoint_is_network(const struct sf_endpoint *ep) {
+        return ep->kind == SF_EP_TCP || ep->kind == SF_EP_VSOCK;
+}
+
 const char *sf_endpoint_kind_name(enum sf_endpoint_kind kind) {
         switch (kind) {
         case SF_EP_UNIX: return "unix";

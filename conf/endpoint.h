@@ -44,6 +44,8 @@ bool sf_endpoint_equal(const struct sf_endpoint *a, const struct sf_endpoint *b)
 
 /* True for a TCP endpoint whose host is a loopback literal or "localhost". */
 bool sf_endpoint_is_loopback(const struct sf_endpoint *ep);
+/* True for a TCP or vsock endpoint: one that reaches (or is reached from) another machine. */
+bool sf_endpoint_is_network(const struct sf_endpoint *ep);
 
 const char *sf_endpoint_kind_name(enum sf_endpoint_kind kind);
 

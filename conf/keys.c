@@ -259,6 +259,39 @@ static int parse_idle_timeout(struct sf_forward *f, const char *v, char *err, si
         return sf_duration_parse(v, &f->idle_timeout_ms, err, errlen);
 }
 
+static int parse_keepalive(struct sf_forward *f, const char *v, char *err, size_t errlen) {
+        return sf_duration_parse(v, &f->keepalive_ms, err, errlen);
+}
+
+static int parse_connect_auth(struct sf_forward *f, const char *v, char *err, size_t errlen) {
+        if (strcasecmp(v, "none") == 0)
+                f->connect_auth = SF_AUTH_NONE;
+        else if (strcasecmp(v, "token") == 0)
+                f->connect_auth = SF_AUTH_TOKEN;
+        else
+                return sf_conf_fail(err, errlen, "\"%s\" is not an auth mode, expected none or token", v);
+        f->connect_auth_set = true;
+        return 0;
+}
+
+static int parse_service(struct sf_forward *f, const char *v, char *err, size_t errlen) {
+        if (!sf_conf_name_valid(v))
+                return sf_conf_fail(err, errlen, "\"%s\" is not a service name, " NAME_EXPECTED, v);
+        snprintf(f->service, sizeof f->service, "%s", v);
+        f->service_set = true;
+        return 0;
+}
+
+static int parse_link(struct sf_forward *f, const char *v, char *err, size_t errlen) {
+        if (strcasecmp(v, "shared") == 0)
+                f->link = SF_LINK_SHARED;
+        else if (strcasecmp(v, "per-connection") == 0)
+                f->link = SF_LINK_PER_CONNECTION;
+        else
+                return sf_conf_fail(err, errlen, "\"%s\" is not a link mode, expected shared or per-connection", v);
+        return 0;
+}
+
 /* Global keys. */
 
 static int parse_log_level(struct sf_conf *c, const char *v, char *err, size_t errlen) {
@@ -333,6 +366,10 @@ const struct sf_conf_key sf_conf_keys[] = {
         { "connect-timeout", parse_connect_timeout, NULL },
         { "handshake-timeout", parse_handshake_timeout, NULL },
         { "idle-timeout", parse_idle_timeout, NULL },
+        { "connect-auth", parse_connect_auth, NULL },
+        { "service", parse_service, NULL },
+        { "link", parse_link, NULL },
+        { "keepalive", parse_keepalive, NULL },
         { "log-level", NULL, parse_log_level },
         { "log-format", NULL, parse_log_format },
         { "control", NULL, parse_control },

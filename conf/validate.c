@@ -67,9 +67,14 @@ static unsigned check_forward(const struct sf_conf *c, const struct sf_forward *
 }
 
 /* What no two forwards may share, each found in O(1): the first forward by listen endpoint,
- * by alias and by variable. */
+ * by alias, by variable, and by service on a listen endpoint. */
 struct shared {
-        struct sf_conf_index listen, alias, env;
+        struct sf_conf_index listen, alias, env, service;
+};
+
+struct listen_service {
+        const struct sf_endpoint *ep;
+        const char *service;
 };
 
 static uint64_t endpoint_hash(const struct sf_endpoint *ep) {
@@ -115,6 +120,47 @@ static bool same_env(const struct sf_forward *f, const void *env) {
         return strcmp(f->env, env) == 0;
 }
 
+static bool same_service(const struct sf_forward *f, const void *key) {
+        const struct listen_service *k = key;
+        return same_listen(f, k->ep) && strcmp(f->service, k->service) == 0;
+}
+
+static bool same_token(const struct sf_conf *c, const struct sf_forward *a, const struct sf_forward *b) {
+        const char *ta = sf_conf_token_file(c, a), *tb = sf_conf_token_file(c, b);
+        return ta && tb && strcmp(ta, tb) == 0;
+}
+
+/* b shares the listen endpoint of a (the first forward on it): allowed for services of an
+ * authenticated network listener (doc/PROTOCOL.md "Services"), which read one token and greet
+ * before they know the service, so the keys that act before that must agree. */
+static unsigned check_service(const struct sf_conf *c, const struct sf_forward *a, const struct sf_forward *b) {
+        if (!sf_endpoint_is_network(&b->listen)) {
+                sf_conf_forward_error(b, "listen", "%s is also the listen endpoint of [%s] (%.*s), expected one forward per listen endpoint",
+                                      b->listen.text, a->name, sf_conf_place_len(a), a->origin.where);
+                return 1;
+        }
+        if (a->auth != SF_AUTH_TOKEN || b->auth != SF_AUTH_TOKEN) {
+                sf_conf_forward_error(b, "listen",
+                                      "%s is also the listen endpoint of [%s] (%.*s), expected one forward per listen endpoint, or services sharing it, each with auth = token",
+                                      b->listen.text, a->name, sf_conf_place_len(a), a->origin.where);
+                return 1;
+        }
+        unsigned n = 0;
+        if (!same_token(c, a, b)) {
+                sf_conf_forward_error(b, "token-file",
+                                      "[%s] (%.*s) offers its service on %s with another token file, expected the services of one listen endpoint to share a token",
+                                      a->name, sf_conf_place_len(a), a->origin.where, b->listen.text);
+                n++;
+        }
+        if (a->handshake_timeout_ms != b->handshake_timeout_ms || a->preauth_max != b->preauth_max) {
+                sf_conf_forward_error(b, a->handshake_timeout_ms != b->handshake_timeout_ms ? "handshake-timeout" : "preauth-max",
+                                      "differs from [%s] (%.*s), which listens on %s too, expected the same value for every service of a listen endpoint (they apply before the service is known)",
+                                      a->name, sf_conf_place_len(a), a->origin.where, b->listen.text);
+                n++;
+        }
+        return n;
+}
+
 /* Checks of forward j against the earlier ones, then adds its keys to the index; an error
  * goes to forward j and names the first earlier forward it clashes with. */
 static unsigned check_shared(const struct sf_conf *c, const struct shared *sh, size_t j) {
@@ -124,11 +170,18 @@ static unsigned check_shared(const struct sf_conf *c, const struct shared *sh, s
 
         if (b->listen_set) {
                 listen = sf_conf_index_slot(&sh->listen, endpoint_hash(&b->listen), fw, same_listen, &b->listen);
-                if ((a = in_slot(fw, listen))) {
-                        sf_conf_forward_error(b, "listen", "%s is also the listen endpoint of [%s] (%.*s), expected one forward per listen endpoint",
-                                              b->listen.text, a->name, sf_conf_place_len(a), a->origin.where);
+                if ((a = in_slot(fw, listen)))
+                        n += check_service(c, a, b);
+                struct listen_service key = { &b->listen, b->service };
+                s = sf_conf_index_slot(&sh->service, sf_conf_hash(endpoint_hash(&b->listen), b->service, strlen(b->service), false),
+                                       fw, same_service, &key);
+                if (a && (a = in_slot(fw, s))) {
+                        sf_conf_forward_error(b, "service", "%s is also the service of [%s] (%.*s) on %s, expected a service name of its own (service = NAME)",
+                                              b->service, a->name, sf_conf_place_len(a), a->origin.where, b->listen.text);
                         n++;
                 }
+                if (!*s)
+                        *s = j + 1;
         }
         if (b->alias[0]) {
                 alias = sf_conf_index_slot(&sh->alias, string_hash(b->alias), fw, same_alias, b->alias);
@@ -179,7 +232,7 @@ int sf_conf_validate(struct sf_conf *c) {
         int r = 0;
 
         if (sf_conf_index_init(&sh.listen, c->n_forwards) < 0 || sf_conf_index_init(&sh.alias, c->n_forwards) < 0 ||
-            sf_conf_index_init(&sh.env, c->n_forwards) < 0) {
+            sf_conf_index_init(&sh.env, c->n_forwards) < 0 || sf_conf_index_init(&sh.service, c->n_forwards) < 0) {
                 sf_log_error("%s%scannot check the configuration: %s", c->file, c->file[0] ? ": " : "", strerror(ENOMEM));
                 r = -ENOMEM;
                 goto out;
@@ -203,5 +256,6 @@ out:
         sf_conf_index_free(&sh.listen);
         sf_conf_index_free(&sh.alias);
         sf_conf_index_free(&sh.env);
+        sf_conf_index_free(&sh.service);
         return r;
 }

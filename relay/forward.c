@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <sodium.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 #include "conf/log.h"
@@ -35,6 +36,7 @@ int sf_fwd_init(struct sf_fwd *fwd, const struct sf_conf *conf, const struct sf_
         if (e < 0)
                 return e;
         fwd->has_key = true;
+        fwd->connect_key = fc->connect_auth == SF_AUTH_TOKEN;
         return 0;
 }
 
@@ -43,6 +45,22 @@ void sf_fwd_free(struct sf_fwd *fwd) {
         sodium_memzero(&fwd->key, sizeof fwd->key);
         fwd->has_key = false;
         sf_preauth_free(&fwd->preauth);
+}
+
+struct sf_fwd *sf_fwd_service(struct sf_fwd *owner, const char *name, bool by_default, char *why, size_t cap) {
+        size_t n = 0;
+        for (struct sf_fwd *f = owner; f; f = f->next_service)
+                n++;
+        if (n == 1 && (!name[0] || by_default || strcmp(owner->conf->service, name) == 0))
+                return owner;
+        for (struct sf_fwd *f = owner; name[0] && f; f = f->next_service)
+                if (strcmp(f->conf->service, name) == 0)
+                        return f;
+        size_t o = (size_t)snprintf(why, cap, "%s%s%s: this listener offers ", name[0] ? "unknown service " : "",
+                                    name[0] ? name : "no service named", name[0] ? "" : " (name one with service = NAME)");
+        for (struct sf_fwd *f = owner; f && o < cap; f = f->next_service)
+                o += (size_t)snprintf(why + o, cap - o, "%s%s", f == owner ? "" : ", ", f->conf->service);
+        return NULL;
 }
 
 void sf_fwd_note_error(struct sf_fwd *fwd, uint64_t *counter, const char *msg) {

@@ -16,6 +16,7 @@
 
 struct sf_conn;
 struct sf_bufpool;
+struct sf_link_entry;
 struct sf_pipepool;
 
 struct sf_fwd {
@@ -48,6 +49,21 @@ struct sf_fwd {
 
         int last_good;                            /* candidate to try first, -1 none */
         bool cand_failing[SF_MAX_CANDIDATES];     /* logged as failing: log again on recovery */
+        /* The shared link a candidate is reached through (NULL: dialled per connection), and
+         * candidates found to be relays from before services (their handshake is sent without
+         * the service extension). */
+        struct sf_link_entry *links[SF_MAX_CANDIDATES];
+        bool cand_plain[SF_MAX_CANDIDATES];
+        /* connect-auth, resolved: the handshake toward network candidates. */
+        bool connect_key;
+
+        /* Services: the forward that owns the listener this one shares (NULL: its own, or
+         * none shared), the next service of the same listener, and on the owner the shared
+         * links it accepted (struct sf_srv_link). */
+        struct sf_fwd *group;
+        struct sf_fwd *next_service;
+        struct sf_list links_in;
+        uint64_t links_accepted;
 
         uint64_t next_conn_id;
         struct sf_list conns; /* the open connections (struct sf_conn) */
@@ -70,6 +86,11 @@ int sf_fwd_init(struct sf_fwd *fwd, const struct sf_conf *conf, const struct sf_
                 struct sf_bufpool *pool, struct sf_engine *eng);
 /* Closes the listener, wipes the key, frees the pre-auth budget. Safe to call twice. */
 void sf_fwd_free(struct sf_fwd *fwd);
+
+/* The service of owner's listener that answers a client asking for name ("" for none;
+ * by_default: the client's own forward name, any single service answers it). NULL with why
+ * (what the listener offers) when none does. */
+struct sf_fwd *sf_fwd_service(struct sf_fwd *owner, const char *name, bool by_default, char *why, size_t cap);
 
 /* Counts an error in *counter (one of fwd->stats) and keeps msg as the last error. */
 void sf_fwd_note_error(struct sf_fwd *fwd, uint64_t *counter, const char *msg);

@@ -12,8 +12,10 @@
 #include "relay/engine/bufpool.h"
 #include "relay/engine/engine.h"
 #include "relay/forward.h"
+#include "relay/link/table.h"
 #include "relay/listen/accept.h"
 #include "relay/listen/listener.h"
+#include "relay/sys/platform.h"
 
 /* Spare copy buffers kept after a burst: 8 MiB of SF_BUF_SIZE ones at most. */
 #define BUFPOOL_RESERVE 32
@@ -25,6 +27,7 @@ struct sf_relay {
         size_t n_fwds;
         struct sf_bufpool *pool;
         struct sf_engine eng; /* every connection's sockets */
+        struct sf_link_table *links; /* the shared links toward host relays */
 
         bool stopping;
         unsigned pending_closes; /* relay-owned handles being closed */
@@ -85,20 +88,77 @@ int sf_relay_new(uv_loop_t *loop, const struct sf_conf *conf, struct sf_relay **
                         sf_relay_free(r);
                         return e;
                 }
+                /* Services: the first forward on a listen endpoint owns the listener, the
+                 * others answer through it (configuration checked they may). */
+                for (size_t j = 0; j < i && !f->group; j++) {
+                        struct sf_fwd *o = &r->fwds[j];
+                        if (!o->group && sf_endpoint_equal(&o->conf->listen, &f->conf->listen)) {
+                                f->group = o;
+                                struct sf_fwd **tail = &o->next_service;
+                                while (*tail)
+                                        tail = &(*tail)->next_service;
+                                *tail = f;
+                        }
+                }
+        }
+        int e = sf_link_table_new(loop, r->pool, &r->links);
+        if (e < 0) {
+                sf_relay_free(r);
+                return e;
         }
         *out = r;
+        return 0;
+}
+
+/* The shared links of forwards that reach host relays with auth = token (link = shared): one
+ * per network candidate and token, dialled now. */
+static int links_open(struct sf_relay *relay) {
+        for (size_t i = 0; i < relay->n_fwds; i++) {
+                struct sf_fwd *f = &relay->fwds[i];
+                const struct sf_forward *c = f->conf;
+                if (!f->connect_key || c->link != SF_LINK_SHARED)
+                        continue;
+                struct sf_link_settings s = {
+                        .connect_timeout_ms = c->connect_timeout_ms,
+                        .handshake_timeout_ms = c->handshake_timeout_ms,
+                        .keepalive_ms = c->keepalive_ms,
+                        /* The host opens no streams toward us; the windows bound what it may
+                         * send unread (doc/PROTOCOL.md "Flow control"). */
+                        .mux = { .max_streams = 16, .stream_window = 256 * 1024, .link_window = 8 * 1024 * 1024 },
+                };
+                for (size_t k = 0; k < c->n_connect; k++) {
+                        if (!sf_endpoint_is_network(&c->connect[k]))
+                                continue;
+                        int err = 0;
+                        f->links[k] = sf_link_table_get(relay->links, &c->connect[k], &f->key, f->token_file, &s, &err);
+                        if (!f->links[k])
+                                return err;
+                }
+        }
         return 0;
 }
 
 int sf_relay_bind(struct sf_relay *relay) {
         for (size_t i = 0; i < relay->n_fwds; i++) {
                 struct sf_fwd *f = &relay->fwds[i];
+                if (f->group) {
+                        sf_log(SF_LOG_INFO, f->conf->name, 0, "service %s on %s (the listener of [%s])", f->conf->service,
+                               f->conf->listen.text, f->group->conf->name);
+                        continue;
+                }
                 int r = sf_listener_open(relay->loop, f->conf, relay->conf, &f->listener);
                 if (r < 0) {
                         for (size_t j = 0; j < i; j++)
                                 sf_listener_close(&relay->fwds[j].listener);
                         return r;
                 }
+                /* A host relay authenticates its listener and dials its upstream plainly; a
+                 * passed (systemd:, fd:) network socket is one as much as a tcp: listener. */
+                if (!f->conf->connect_auth_set && (f->listener.family == AF_INET || f->listener.family == AF_INET6 ||
+                                                   f->listener.family == sf_af_vsock))
+                        f->connect_key = false;
+                for (struct sf_fwd *s = f->next_service; s; s = s->next_service)
+                        s->listener.family = f->listener.family;
                 sf_log(SF_LOG_INFO, f->conf->name, 0, "listening on %s", f->conf->listen.text);
                 if (f->conf->allow_insecure && f->conf->auth == SF_AUTH_NONE &&
                     ((f->conf->listen.kind == SF_EP_TCP && !sf_endpoint_is_loopback(&f->conf->listen)) ||
@@ -116,11 +176,16 @@ int sf_relay_start(struct sf_relay *relay) {
         if (e < 0)
                 return e;
         for (size_t i = 0; i < relay->n_fwds; i++) {
-                int r = sf_fwd_start(&relay->fwds[i]);
+                struct sf_fwd *f = &relay->fwds[i];
+                if (f->group) {
+                        f->listen_started = true;
+                        continue;
+                }
+                int r = sf_fwd_start(f);
                 if (r < 0)
                         return r;
         }
-        return 0;
+        return links_open(relay);
 }
 
 static size_t active_total(const struct sf_relay *relay) {
@@ -151,6 +216,12 @@ static void maybe_stopped(struct sf_relay *relay) {
         }
         if (relay->pending_closes > 0)
                 return;
+        /* Every connection is gone: the links they used go too (their handles close in the
+         * loop's last turns). */
+        for (size_t i = 0; i < relay->n_fwds; i++)
+                sf_conn_links_close(&relay->fwds[i]);
+        sf_link_table_free(relay->links);
+        relay->links = NULL;
         relay->stopped = true;
         sf_engine_close(&relay->eng);
         sf_log(SF_LOG_INFO, NULL, 0, "stopped");
@@ -222,6 +293,9 @@ void sf_relay_stop(struct sf_relay *relay, uint64_t drain_ms, sf_relay_stopped_c
                 /* Closing the listening socket now makes new clients fail fast instead of
                  * queueing in a backlog nobody will accept. */
                 sf_listener_close(&f->listener);
+                /* A container's shared links take no new streams from us: the host gets
+                 * GOAWAY. */
+                sf_conn_links_drain(f);
         }
         /* Said once the listeners are closed, so that it is true when read. */
         sf_log(SF_LOG_INFO, NULL, 0, "stopping: no new connections%s", n ? ", draining the open ones" : "");
@@ -245,8 +319,11 @@ void sf_relay_free(struct sf_relay *relay) {
         if (!relay)
                 return;
         sf_engine_free(&relay->eng);
-        for (size_t i = 0; i < relay->n_fwds; i++)
+        for (size_t i = 0; i < relay->n_fwds; i++) {
+                sf_conn_links_close(&relay->fwds[i]);
                 sf_fwd_free(&relay->fwds[i]);
+        }
+        sf_link_table_free(relay->links);
         sf_bufpool_free(relay->pool);
         free(relay->fwds);
         free(relay);

@@ -22,6 +22,7 @@ struct sf_relay_stats {
         uint64_t err_denied;   /* local peers refused by allow-uid/allow-gid */
         uint64_t err_other;
         uint64_t err_preauth;  /* unauthenticated connections closed for the pre-auth budget */
+        uint64_t streams_opened; /* connections carried as streams of a shared link */
         char last_error[256];
         time_t last_error_time;
         int candidate; /* index into connect[] that worked last, -1 before the first */

@@ -142,6 +142,25 @@ static void dial_candidate(struct sf_conn *c) {
         sf_conn_dial(c);
 }
 
+/* A host relay's connection for a stream: the upstream answered; the stream is told, and a
+ * probe (sockferry check) ends here. false when the connection is gone. */
+static bool stream_answer(struct sf_conn *c) {
+        if (c->stream_answered)
+                return true;
+        c->stream_answered = true;
+        if (sf_mux_stream_accept(c->stream[CLIENT]) < 0) {
+                sf_conn_close(c, "the stream ended before the upstream answered");
+                return false;
+        }
+        if (c->stream_probe) {
+                sf_mux_stream_shutdown(c->stream[CLIENT]);
+                sf_log(SF_LOG_DEBUG, fname(c), c->id, "probe: upstream %s answers", cand_ep(c)->text);
+                sf_conn_close(c, "probe answered");
+                return false;
+        }
+        return true;
+}
+
 void sf_conn_event(struct sf_conn *c, enum conn_event ev) {
         enum conn_state from = c->state, to = sf_conn_next_state(from, ev);
         if (from == ST_CLOSED)
@@ -176,6 +195,8 @@ void sf_conn_event(struct sf_conn *c, enum conn_event ev) {
                 sf_dir_hold_end(c, ev == EV_STATUS_OK);
                 /* A relay chained behind another confirms to its client only now. */
                 if (c->hs_server && !sf_conn_server_confirm(c))
+                        return;
+                if (c->stream[CLIENT] && !stream_answer(c))
                         return;
                 progress(c);
                 return;
@@ -217,10 +238,22 @@ void sf_conn_cand_failed(struct sf_conn *c, uint64_t *counter, bool dial, const 
         if (sf_fwd_ratelimit(c->fwd))
                 sf_log(SF_LOG_ERROR, fname(c), c->id, "%s; closing the client connection", line);
         /* Chained between two links: our client is a relay waiting for our status. */
-        if (c->hs_server)
+        if (c->hs_server) {
                 sf_conn_refuse(c, SF_HS_UPSTREAM_UNAVAILABLE, reason);
-        else
-                sf_conn_close(c, line);
+                return;
+        }
+        /* A stream of a shared link: its refusal carries the reason to the container. */
+        if (c->stream[CLIENT]) {
+                c->stream_answered = true;
+                sf_mux_stream_refuse(c->stream[CLIENT], SF_MUX_UPSTREAM_UNAVAILABLE, reason);
+        }
+        sf_conn_close(c, line);
+}
+
+void sf_conn_cand_retry(struct sf_conn *c) {
+        sf_conn_dial_cancel(c);
+        sf_dir_upstream_reset(c);
+        sf_conn_event(c, EV_CAND_FAILED);
 }
 
 void sf_conn_refuse(struct sf_conn *c, enum sf_hs_status st, const char *reason) {
@@ -232,7 +265,30 @@ void sf_conn_refuse(struct sf_conn *c, enum sf_hs_status st, const char *reason)
 }
 
 void sf_conn_io_error(struct sf_conn *c, int e) {
-        char msg[200];
+        char msg[600];
+        /* A stream of a shared link says why in the host relay's words. */
+        if (c->stream[UPSTREAM] && sf_mux_stream_error(c->stream[UPSTREAM])) {
+                const char *why = sf_side_reason(c, UPSTREAM);
+                int st = sf_mux_stream_status(c->stream[UPSTREAM]);
+                if (st > 0 && st != SF_MUX_UPSTREAM_UNAVAILABLE)
+                        snprintf(msg, sizeof msg, "upstream unavailable: the host relay at %s refused the stream: %s",
+                                 cand_ep(c)->text, why);
+                else if (st > 0)
+                        snprintf(msg, sizeof msg, "upstream unavailable: the host relay at %s could not reach its upstream: %s",
+                                 cand_ep(c)->text, why);
+                else
+                        snprintf(msg, sizeof msg, "upstream unavailable: %s", why);
+                note_error(c, &c->fwd->stats.err_upstream, msg);
+                if (sf_fwd_ratelimit(c->fwd))
+                        sf_log(SF_LOG_ERROR, fname(c), c->id, "%s; closing the client connection", msg);
+                sf_conn_close(c, msg);
+                return;
+        }
+        if (c->stream[CLIENT] && sf_mux_stream_error(c->stream[CLIENT])) {
+                snprintf(msg, sizeof msg, "the client's stream ended: %s", sf_side_reason(c, CLIENT));
+                sf_conn_close(c, msg);
+                return;
+        }
         snprintf(msg, sizeof msg, "connection error: %s", strerror(e));
         if (e != ECONNRESET && e != EPIPE)
                 sf_log(SF_LOG_WARN, fname(c), c->id, "%s", msg);
@@ -352,6 +408,50 @@ static void on_timer(uv_timer_t *t) {
         }
 }
 
+static void conn_link(struct sf_conn *c, struct sf_fwd *fwd) {
+        c->fwd = fwd;
+        sf_list_push_back(&fwd->conns, &c->node);
+        fwd->stats.active++;
+        fwd->stats.total++;
+        fwd->n_conns_allocated++;
+}
+
+void sf_conn_move(struct sf_conn *c, struct sf_fwd *to) {
+        struct sf_fwd *from = c->fwd;
+        if (from == to)
+                return;
+        /* The listener's forward counted it while it was unauthenticated; it is the service's
+         * from now on, as if that one had accepted it. */
+        sf_list_remove(&from->conns, &c->node);
+        from->stats.active--;
+        from->stats.total--;
+        from->n_conns_allocated--;
+        conn_link(c, to);
+        c->dir[CLIENT].copy_only = true;
+        sf_fwd_conn_gone(from);
+}
+
+int sf_conn_new_stream(struct sf_fwd *fwd, struct sf_mux_stream *s, bool probe) {
+        struct sf_conn *c = calloc(1, sizeof *c);
+        if (!c) {
+                sf_mux_stream_refuse(s, SF_MUX_UPSTREAM_UNAVAILABLE, "out of memory on the host");
+                sf_mux_stream_close(s);
+                return -ENOMEM;
+        }
+        c->id = ++fwd->next_conn_id;
+        c->state = ST_NEW;
+        sf_side_init(c);
+        uv_timer_init(fwd->loop, &c->timer);
+        c->timer.data = c;
+        c->last_activity = uv_now(fwd->loop);
+        conn_link(c, fwd);
+        fwd->stats.streams_opened++;
+        sf_side_attach_stream(c, CLIENT, s);
+        c->stream_probe = probe;
+        sf_conn_event(c, EV_DIAL);
+        return 0;
+}
+
 int sf_conn_new(struct sf_fwd *fwd, struct sf_incoming *in) {
         struct sf_conn *c = calloc(1, sizeof *c);
         if (!c) {
@@ -368,10 +468,7 @@ int sf_conn_new(struct sf_fwd *fwd, struct sf_incoming *in) {
         c->timer.data = c;
         c->last_activity = uv_now(fwd->loop);
 
-        sf_list_push_back(&fwd->conns, &c->node);
-        fwd->stats.active++;
-        fwd->stats.total++;
-        fwd->n_conns_allocated++;
+        conn_link(c, fwd);
 
         int r = sf_side_adopt(c, CLIENT, in, fwd->listener.family);
         if (r < 0) {

@@ -12,5 +12,14 @@ int sf_conn_new(struct sf_fwd *fwd, struct sf_incoming *in);
 /* Closes both sockets and frees the connection once libuv released its handles. Safe to call
  * twice; reason (may be NULL) is logged at debug level. */
 void sf_conn_close(struct sf_conn *c, const char *reason);
+/* A host relay's connection for a stream of a shared link (the stream is its client side),
+ * dialling fwd's candidates now; probe: tell the stream whether the upstream answers, then
+ * end. Takes ownership of s: on failure it is refused and closed. */
+struct sf_mux_stream;
+int sf_conn_new_stream(struct sf_fwd *fwd, struct sf_mux_stream *s, bool probe);
+/* A host relay's shared links that a listener (fwd, the owner of its services) accepted:
+ * drain takes no new streams on them (GOAWAY), close ends them. */
+void sf_conn_links_drain(struct sf_fwd *fwd);
+void sf_conn_links_close(struct sf_fwd *fwd);
 /* Closes every open connection of fwd (the drain timeout at shutdown). */
 void sf_conn_close_all(struct sf_fwd *fwd, const char *reason);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/un.h>
+#include <time.h>
 
 #include "conf/log.h"
 #include "relay/link/messages.h"
@@ -104,7 +105,7 @@ static void upstream_connected(struct sf_conn *c) {
                 sf_side_nodelay(c, UPSTREAM);
         /* A socket that just connected has an empty send buffer. */
         c->wr[UPSTREAM] = true;
-        if (c->fwd->has_key && is_net_family(c->upstream_family)) {
+        if (c->fwd->connect_key && is_net_family(c->upstream_family)) {
                 sf_conn_event(c, EV_CONNECTED_LINK);
                 return;
         }
@@ -204,7 +205,98 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
         try_next_addr(c);
 }
 
+/* ---- a candidate reached through a shared link ------------------------------------------ */
+
+static void link_wait_cancel(struct sf_conn *c) {
+        if (c->link_wait) {
+                sf_link_wait_cancel(c->link_wait, &c->waiter);
+                c->link_wait = NULL;
+        }
+}
+
+/* The link is down: the words of the design ("link to ENDPOINT down since TIME (cause)"). */
+static void link_down_failed(struct sf_conn *c, struct sf_link *l) {
+        struct sf_link_stats st;
+        sf_link_stats_get(l, &st);
+        char when[40] = "?", msg[400];
+        struct tm tm;
+        if (gmtime_r(&st.since, &tm))
+                strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+        if (st.state == SF_LINK_CONNECTING)
+                snprintf(msg, sizeof msg, "link to %s not up within %llums (%s since %s)", cand_ep(c)->text,
+                         (unsigned long long)c->fwd->conf->connect_timeout_ms,
+                         st.cause[0] ? st.cause : "connecting", when);
+        else
+                snprintf(msg, sizeof msg, "link to %s down since %s (%s)", cand_ep(c)->text, when,
+                         st.cause[0] ? st.cause : "no cause known");
+        sf_conn_cand_failed(c, &c->fwd->stats.err_refused, true, msg);
+}
+
+/* The stream is the upstream: no TCP connect, no handshake, the client's bytes go at once. */
+static bool link_open(struct sf_conn *c, struct sf_link *l) {
+        const struct sf_forward *f = c->fwd->conf;
+        int err = 0;
+        struct sf_mux_stream *s = sf_link_stream_open(l, f->service, !f->service_set, false, &err);
+        if (!s)
+                return false;
+        c->upstream_family = AF_UNSPEC;
+        sf_side_attach_stream(c, UPSTREAM, s);
+        c->fwd->stats.streams_opened++;
+        sf_conn_event(c, EV_CONNECTED);
+        return true;
+}
+
+static void on_link_state(struct sf_link_waiter *w, struct sf_link *l) {
+        struct sf_conn *c = sf_list_entry(w, struct sf_conn, waiter);
+        enum sf_link_state st = sf_link_state(l);
+        if (st == SF_LINK_CONNECTING)
+                return;
+        if (st == SF_LINK_DOWN && c->tries + 1 >= c->fwd->conf->n_connect)
+                return; /* the last candidate: wait for the next attempt, until connect-timeout */
+        link_wait_cancel(c);
+        if (st == SF_LINK_DOWN) {
+                link_down_failed(c, l);
+                return;
+        }
+        sf_conn_dial(c);
+}
+
+/* true when the candidate is a shared link's and the dial went that way. */
+static bool link_dial(struct sf_conn *c) {
+        struct sf_link_entry *e = c->fwd->links[c->cand];
+        if (!e)
+                return false;
+        struct sf_link *l = sf_link_entry_link(e);
+        switch (sf_link_state(l)) {
+        case SF_LINK_UP:
+                if (link_open(c, l))
+                        return true;
+                /* The host relay takes no new streams (it is draining): as if it were down. */
+                link_down_failed(c, l);
+                return true;
+        case SF_LINK_OLD_PEER:
+        case SF_LINK_CLOSED:
+                return false; /* a relay from before links: one connection per client */
+        case SF_LINK_DOWN:
+                if (c->tries + 1 < c->fwd->conf->n_connect) {
+                        link_down_failed(c, l);
+                        return true;
+                }
+                break;
+        case SF_LINK_CONNECTING:
+                break;
+        }
+        /* Wait for the link, at most connect-timeout (the hub's timer of DIALING). */
+        c->link_wait = e;
+        c->waiter.cb = on_link_state;
+        sf_link_wait(e, &c->waiter);
+        dial_wait(c, false);
+        return true;
+}
+
 void sf_conn_dial(struct sf_conn *c) {
+        if (link_dial(c))
+                return;
         const struct sf_endpoint *ep = cand_ep(c);
         struct sockaddr_storage ss;
         socklen_t len;
@@ -300,6 +392,12 @@ void sf_conn_dial_ready(struct sf_conn *c, uint32_t events) {
 }
 
 void sf_conn_dial_timeout(struct sf_conn *c) {
+        if (c->link_wait) {
+                struct sf_link *l = sf_link_entry_link(c->link_wait);
+                link_wait_cancel(c);
+                link_down_failed(c, l);
+                return;
+        }
         if (c->dial_retry && uv_now(c->fwd->loop) + DIAL_RETRY_MS < c->dial_deadline) {
                 c->dial_retry = false;
                 sf_conn_dial(c);
@@ -316,6 +414,7 @@ void sf_conn_dial_timeout(struct sf_conn *c) {
 }
 
 void sf_conn_dial_cancel(struct sf_conn *c) {
+        link_wait_cancel(c);
         if (c->gai) {
                 c->gai->conn = NULL;
                 c->gai = NULL;

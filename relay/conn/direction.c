@@ -7,8 +7,8 @@
 #include "relay/engine/bufpool.h"
 
 /* The two sides of a connection and the two directions between them. Every I/O on a side goes
- * through here: a side is a socket of the engine (relay/engine/engine.h), and its events come
- * in here and go to the hub (sf_conn_on_ready). A direction holds the bytes read from one side
+ * through here: a side is a socket of the engine (relay/engine/engine.h) or a stream of a shared
+ * link (relay/link/mux.h), and its events come in here and go to the hub (sf_conn_on_ready). A direction holds the bytes read from one side
  * until the other side took them: a pooled buffer, or a pooled pipe for bulk transfers, and
  * only while it holds bytes. The handshake (its frames, the early bytes) and the pump (bytes
  * both ways) both move their bytes with these primitives, and neither calls the other. */
@@ -23,11 +23,38 @@ static void on_upstream_ev(struct sf_ev *ev, uint32_t events) {
         sf_conn_on_ready(sf_list_entry(ev, struct sf_conn, sock[UPSTREAM].ev), UPSTREAM, events);
 }
 
+/* A stream's readiness in the engine's words. */
+static void on_stream_ev(void *ev, uint32_t events) {
+        struct side_ev *se = ev;
+        uint32_t e = 0;
+        if (events & SF_MUX_EV_IN)
+                e |= SF_EV_IN;
+        if (events & SF_MUX_EV_OUT)
+                e |= SF_EV_OUT;
+        if (events & SF_MUX_EV_RDHUP)
+                e |= SF_EV_RDHUP;
+        if (events & SF_MUX_EV_HUP)
+                e |= SF_EV_HUP;
+        if (events & SF_MUX_EV_ERR)
+                e |= SF_EV_ERR;
+        sf_conn_on_ready(se->c, se->side, e);
+}
+
 void sf_side_init(struct sf_conn *c) {
         sf_sock_init(&c->sock[CLIENT], on_client_ev);
         sf_sock_init(&c->sock[UPSTREAM], on_upstream_ev);
-        for (int i = 0; i < 2; i++)
+        for (int i = 0; i < 2; i++) {
                 c->dir[i].pipe.rd = c->dir[i].pipe.wr = -1;
+                c->sev[i] = (struct side_ev){ c, i };
+        }
+}
+
+void sf_side_attach_stream(struct sf_conn *c, int side, struct sf_mux_stream *s) {
+        c->stream[side] = s;
+        /* No splice into or out of a stream: both directions copy. */
+        c->dir[side].copy_only = c->dir[1 - side].copy_only = true;
+        c->wr[side] = true;
+        sf_mux_stream_watch(s, on_stream_ev, &c->sev[side]);
 }
 
 int sf_side_adopt(struct sf_conn *c, int side, struct sf_incoming *in, int family) {
@@ -35,40 +62,62 @@ int sf_side_adopt(struct sf_conn *c, int side, struct sf_incoming *in, int famil
 }
 
 bool sf_side_is_open(struct sf_conn *c, int side) {
-        return sf_sock_is_open(&c->sock[side]);
+        return c->stream[side] || sf_sock_is_open(&c->sock[side]);
 }
 
 ssize_t sf_side_recv(struct sf_conn *c, int side, void *buf, size_t n) {
+        if (c->stream[side])
+                return sf_mux_stream_recv(c->stream[side], buf, n);
         return sf_sock_recv(&c->sock[side], buf, n);
 }
 
 ssize_t sf_side_send(struct sf_conn *c, int side, const void *buf, size_t n) {
+        if (c->stream[side])
+                return sf_mux_stream_send(c->stream[side], buf, n);
         return sf_sock_send(&c->sock[side], buf, n);
 }
 
 void sf_side_shutdown(struct sf_conn *c, int side) {
-        sf_sock_shutdown(&c->sock[side]);
+        if (c->stream[side])
+                sf_mux_stream_shutdown(c->stream[side]);
+        else
+                sf_sock_shutdown(&c->sock[side]);
 }
 
 void sf_side_close(struct sf_conn *c, int side) {
+        if (c->stream[side]) {
+                sf_mux_stream_close(c->stream[side]);
+                c->stream[side] = NULL;
+        }
         sf_sock_close(c->fwd->eng, &c->sock[side]);
         c->rd[side] = c->wr[side] = c->rdhup[side] = false;
 }
 
 int sf_side_error(struct sf_conn *c, int side) {
+        if (c->stream[side])
+                return sf_mux_stream_error(c->stream[side]);
         return sf_sock_error(&c->sock[side]);
 }
 
 size_t sf_side_unread(struct sf_conn *c, int side) {
+        if (c->stream[side])
+                return sf_mux_stream_unread(c->stream[side]);
         return sf_sock_unread(&c->sock[side]);
 }
 
 void sf_side_nodelay(struct sf_conn *c, int side) {
-        sf_sock_nodelay(&c->sock[side]);
+        if (!c->stream[side])
+                sf_sock_nodelay(&c->sock[side]);
 }
 
 int sf_side_peername(struct sf_conn *c, int side, struct sockaddr_storage *ss, socklen_t *len) {
+        if (c->stream[side])
+                return -ENOTSOCK;
         return sf_sock_peername(&c->sock[side], ss, len);
+}
+
+const char *sf_side_reason(struct sf_conn *c, int side) {
+        return c->stream[side] ? sf_mux_stream_reason(c->stream[side]) : "";
 }
 
 /* The deferred call comes back through the client side's callback with no events; the client
@@ -100,8 +149,8 @@ void sf_dir_pass_eof(struct sf_conn *c, int from) {
         struct dir *d = &c->dir[from];
         if (d->eof && !d->shut && !dir_pending(d)) {
                 /* With the other direction done too the connection closes next, and close()
-                 * says EOF by itself. */
-                if (!c->dir[1 - from].shut)
+                 * says EOF by itself; a stream's close without its end would be a reset. */
+                if (!c->dir[1 - from].shut || c->stream[1 - from])
                         sf_side_shutdown(c, 1 - from);
                 d->shut = true;
         }
@@ -113,7 +162,7 @@ int sf_dir_flush(struct sf_conn *c, int from) {
         while (dir_pending(d)) {
                 ssize_t n;
                 if (d->off < d->len)
-                        n = sf_sock_send(&c->sock[to], d->buf + d->off, d->len - d->off);
+                        n = sf_side_send(c, to, d->buf + d->off, d->len - d->off);
                 else
                         n = sf_sock_from_pipe(&d->pipe, &c->sock[to], d->pipe_len);
                 if (n < 0) {
@@ -156,7 +205,7 @@ ssize_t sf_dir_read_some(struct sf_conn *c, int from) {
                 return -1;
         }
         size_t room = SF_BUF_SIZE - d->len;
-        ssize_t n = sf_sock_recv(&c->sock[from], d->buf + d->len, room);
+        ssize_t n = sf_side_recv(c, from, d->buf + d->len, room);
         if (n > 0) {
                 d->len += (uint32_t)n;
                 if ((size_t)n == room)
@@ -217,24 +266,26 @@ int sf_dir_put_front(struct sf_conn *c, int from, const void *bytes, size_t n) {
         return 0;
 }
 
-int sf_dir_hold_frame(struct sf_conn *c, const uint8_t frame[SF_HS_CLIENT_LEN]) {
+int sf_dir_hold_frame(struct sf_conn *c, const uint8_t *frame, size_t len) {
         struct dir *d = &c->dir[CLIENT];
+        if (len > SF_HOLD_FRONT)
+                return -EINVAL;
         if (!d->buf && !(d->buf = sf_bufpool_get(c->fwd->pool)))
                 return -ENOMEM;
         /* The first candidate with a handshake: nothing of the client's is held yet. */
         if (!d->held)
-                d->len = SF_HS_CLIENT_LEN;
-        memcpy(d->buf, frame, SF_HS_CLIENT_LEN);
-        d->off = 0;
+                d->len = SF_HOLD_FRONT;
+        memcpy(d->buf + SF_HOLD_FRONT - len, frame, len);
+        d->off = (uint32_t)(SF_HOLD_FRONT - len);
         d->held = true;
         return 0;
 }
 
 int sf_dir_hold_read(struct sf_conn *c) {
         struct dir *d = &c->dir[CLIENT];
-        while (c->rd[CLIENT] && !d->eof && d->len < SF_HS_CLIENT_LEN + SF_EARLY_MAX) {
-                size_t room = SF_HS_CLIENT_LEN + SF_EARLY_MAX - d->len;
-                ssize_t n = sf_sock_recv(&c->sock[CLIENT], d->buf + d->len, room);
+        while (c->rd[CLIENT] && !d->eof && d->len < SF_HOLD_FRONT + SF_EARLY_MAX) {
+                size_t room = SF_HOLD_FRONT + SF_EARLY_MAX - d->len;
+                ssize_t n = sf_side_recv(c, CLIENT, d->buf + d->len, room);
                 if (n < 0) {
                         if (errno == EINTR)
                                 continue;
@@ -261,7 +312,7 @@ void sf_dir_hold_end(struct sf_conn *c, bool with_frame) {
                 return;
         d->held = false;
         if (!with_frame)
-                d->off = SF_HS_CLIENT_LEN;
+                d->off = SF_HOLD_FRONT;
         if (!dir_pending(d))
                 sf_dir_release(c, CLIENT);
 }
@@ -270,14 +321,16 @@ void sf_dir_upstream_reset(struct sf_conn *c) {
         struct dir *up = &c->dir[UPSTREAM];
         sf_dir_release(c, UPSTREAM);
         up->bulk = up->copy_only = up->eof = up->shut = false;
-        c->dir[CLIENT].off = 0;
+        /* What was held goes again to the next candidate, behind its own frame if it has one. */
+        if (c->dir[CLIENT].held)
+                c->dir[CLIENT].off = SF_HOLD_FRONT;
         c->dir[CLIENT].shut = false;
 }
 
 int sf_dir_discard(struct sf_conn *c, int side) {
         char sink[16384];
         for (int round = 0; round < PUMP_ROUNDS; round++) {
-                ssize_t n = sf_sock_recv(&c->sock[side], sink, sizeof sink);
+                ssize_t n = sf_side_recv(c, side, sink, sizeof sink);
                 if (n > 0)
                         continue;
                 if (n < 0 && errno == EINTR)

@@ -113,7 +113,7 @@ static int hs_read(struct sf_conn *c, int side, size_t want) {
         return 1;
 }
 
-static void peer_name(struct sf_conn *c, char *out, size_t cap) {
+void sf_conn_peer_name(struct sf_conn *c, char *out, size_t cap) {
         struct sockaddr_storage ss;
         socklen_t len = sizeof ss;
         char host[INET6_ADDRSTRLEN] = "?";
@@ -137,6 +137,36 @@ static void peer_name(struct sf_conn *c, char *out, size_t cap) {
         }
 }
 
+/* The verified client frame names a service (or none): the forward of the listener's group
+ * that serves it, or a refusal that lists what the listener offers. */
+static void client_service(struct sf_conn *c, const char *name) {
+        struct sf_fwd *fwd = c->fwd, *to;
+        char why[SF_HS_REASON_MAX + 1];
+        if (c->hs_flags & SF_HS_FLAG_LINK) {
+                sf_conn_link_accept(c);
+                return;
+        }
+        to = sf_fwd_service(fwd, name, (c->hs_flags & SF_HS_FLAG_DEFAULT) != 0, why, sizeof why);
+        if (!to) {
+                char msg[400];
+                snprintf(msg, sizeof msg, "unknown service: a client asked for %s%s%s: %s", name[0] ? "\"" : "",
+                         name[0] ? name : "none", name[0] ? "\"" : "", why);
+                client_refused(c, &fwd->stats.err_other, msg);
+                sf_conn_refuse(c, SF_HS_UNKNOWN_SERVICE, why);
+                return;
+        }
+        if (to != fwd && to->stats.active >= to->conf->max_conns) {
+                snprintf(why, sizeof why, "service %s serves max-conns = %u connections already", to->conf->service,
+                         to->conf->max_conns);
+                client_refused(c, &to->stats.err_other, why);
+                sf_conn_refuse(c, SF_HS_UPSTREAM_UNAVAILABLE, why);
+                return;
+        }
+        sf_conn_preauth_leave(c);
+        sf_conn_move(c, to);
+        sf_conn_event(c, EV_DIAL);
+}
+
 void sf_conn_on_client_frame(struct sf_conn *c) {
         struct sf_fwd *fwd = c->fwd;
         int r = hs_read(c, CLIENT, SF_HS_CLIENT_LEN);
@@ -145,12 +175,27 @@ void sf_conn_on_client_frame(struct sf_conn *c) {
         uint8_t version = 0;
         int v = r > 0 ? sf_hs_client_verify(c->hs, &fwd->key, c->snonce, c->cnonce, &c->hs_flags, &version) : 0;
         if (r > 0 && v == 0) {
-                sf_conn_event(c, EV_DIAL);
-                return;
+                char name[SF_HS_SERVICE_MAX + 1] = "";
+                if (c->hs_flags & SF_HS_FLAG_SERVICE) {
+                        /* The service extension: its length byte, then the name and its MAC. */
+                        r = hs_read(c, CLIENT, SF_HS_CLIENT_LEN + 1);
+                        if (r > 0)
+                                r = hs_read(c, CLIENT,
+                                            SF_HS_CLIENT_LEN + sf_hs_service_ext_len(c->hs + SF_HS_CLIENT_LEN, 1));
+                        if (r == 0)
+                                return;
+                        if (r > 0)
+                                v = sf_hs_service_verify(c->hs + SF_HS_CLIENT_LEN, c->hs_len - SF_HS_CLIENT_LEN, &fwd->key,
+                                                         c->snonce, c->cnonce, name);
+                }
+                if (r > 0 && v == 0) {
+                        client_service(c, name);
+                        return;
+                }
         }
         /* Only a refusal names the peer: getpeername is not for every connection. */
         char peer[96], msg[256];
-        peer_name(c, peer, sizeof peer);
+        sf_conn_peer_name(c, peer, sizeof peer);
         if (r < 0) {
                 snprintf(msg, sizeof msg, "no greeting: %s closed the link during the handshake", peer);
                 sf_log(SF_LOG_DEBUG, fname(c), c->id, "%s", msg);
@@ -212,10 +257,19 @@ void sf_conn_on_hello(struct sf_conn *c) {
                 return;
         }
         sf_hs_nonce_new(c->up_cnonce);
-        uint8_t frame[SF_HS_CLIENT_LEN];
-        sf_hs_client_build(frame, &fwd->key, c->up_snonce, c->up_cnonce, 0);
+        uint8_t frame[SF_HOLD_FRONT];
+        size_t n = SF_HS_CLIENT_LEN;
+        const struct sf_forward *f = fwd->conf;
+        /* The service goes with the frame, under the MAC, unless the candidate is a relay from
+         * before services. */
+        c->up_flags = 0;
+        if (!fwd->cand_plain[c->cand])
+                c->up_flags = SF_HS_FLAG_SERVICE | (f->service_set ? 0 : SF_HS_FLAG_DEFAULT);
+        sf_hs_client_build(frame, &fwd->key, c->up_snonce, c->up_cnonce, c->up_flags);
+        if (c->up_flags)
+                n += sf_hs_service_build(frame + n, &fwd->key, c->up_snonce, c->up_cnonce, f->service);
         /* The frame goes ahead of the client's bytes: they may follow at once, no round trip. */
-        if (sf_dir_hold_frame(c, frame) < 0) {
+        if (sf_dir_hold_frame(c, frame, n) < 0) {
                 sf_conn_close(c, "out of memory");
                 return;
         }
@@ -267,6 +321,29 @@ static void on_status(struct sf_conn *c) {
         enum sf_hs_status st;
         char reason[SF_HS_REASON_MAX + 1];
         r = sf_hs_status_parse(c->hs, c->hs_len, &fwd->key, c->up_snonce, c->up_cnonce, &st, reason);
+        if (r == 0 && st == SF_HS_BAD_FRAME && (c->up_flags & SF_HS_FLAG_SERVICE)) {
+                /* It verified our frame but not the service flag: a relay from before services. */
+                if (fwd->conf->service_set) {
+                        snprintf(msg, sizeof msg,
+                                 "unknown service: the host relay at %s is an older sockferry that cannot check the "
+                                 "service name: upgrade it, or remove service = from [%s]",
+                                 cand_ep(c)->text, fname(c));
+                        link_failed(c, SF_LINK_OTHER, msg);
+                        return;
+                }
+                fwd->cand_plain[c->cand] = true;
+                sf_log(SF_LOG_INFO, fname(c), c->id,
+                       "%s is an older sockferry (no services): its handshake goes without the service name",
+                       cand_ep(c)->text);
+                sf_conn_cand_retry(c);
+                return;
+        }
+        if (r == 0 && st == SF_HS_UNKNOWN_SERVICE) {
+                snprintf(msg, sizeof msg, "unknown service: the host relay at %s does not offer %s: %s",
+                         cand_ep(c)->text, fwd->conf->service, reason[0] ? reason : "no reason given");
+                link_failed(c, SF_LINK_WRONG_PEER, msg);
+                return;
+        }
         enum sf_link_err kind = sf_link_status_explain(r, st, reason, cand_ep(c)->text, fwd->token_file, msg, sizeof msg);
         if (kind != SF_LINK_OK) {
                 link_failed(c, kind, msg);
@@ -323,7 +400,7 @@ void sf_conn_handshake_timeout(struct sf_conn *c) {
         switch (c->state) {
         case ST_GREETED: {
                 char peer[96];
-                peer_name(c, peer, sizeof peer);
+                sf_conn_peer_name(c, peer, sizeof peer);
                 snprintf(msg, sizeof msg, "no greeting: %s sent no handshake within %llums", peer,
                          (unsigned long long)c->fwd->conf->handshake_timeout_ms);
                 sf_log(SF_LOG_DEBUG, fname(c), c->id, "%s", msg);

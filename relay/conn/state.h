@@ -63,6 +63,8 @@
 #include "relay/engine/engine.h"
 #include "relay/forward.h"
 #include "relay/link/frames.h"
+#include "relay/link/mux.h"
+#include "relay/link/table.h"
 #include "relay/list.h"
 #include "relay/listen/accept.h"
 #include "relay/sys/platform.h"
@@ -131,6 +133,9 @@ enum { CLIENT = 0, UPSTREAM = 1 };
  * the status verifies (doc/SECURITY.md, "What the token protects", says why this much). The
  * same bytes go again, behind its own frame, to the next candidate when this one fails. */
 #define SF_EARLY_MAX (16 * 1024)
+/* Room for our client frame and its service extension at the front of the held buffer: the
+ * frame ends where the early bytes start, whatever the candidate's frame is. */
+#define SF_HOLD_FRONT (SF_HS_CLIENT_LEN + SF_HS_SERVICE_EXT_MAX)
 /* The causes of the candidates that failed, for the one line that gives them all. */
 #define SF_FAILS_MAX 1536
 
@@ -168,6 +173,15 @@ struct sf_conn {
         enum conn_state state;
 
         struct sf_sock sock[2];
+        /* A side that is a stream of a shared link instead of a socket (relay/link/mux.h): the
+         * upstream of a container relay's connection, the client of a host relay's. */
+        struct sf_mux_stream *stream[2];
+        struct side_ev {
+                struct sf_conn *c;
+                int side;
+        } sev[2];
+        bool stream_probe;    /* the client stream only asks whether the upstream answers */
+        bool stream_answered; /* the client stream was told the upstream's answer */
         /* Edge-triggered readiness: set by an event, cleared only when a call says EAGAIN
          * (or a read comes back short, which on a stream socket means it is empty). rdhup
          * keeps a read going to the EOF that arrived with the last edge. */
@@ -187,12 +201,17 @@ struct sf_conn {
         char *fails;           /* the causes of this connection's failed candidates, or NULL */
         uint64_t *fail_counter; /* the stats counter of the last one */
         bool fail_dial;         /* the last one failed to connect (not in the handshake) */
+        /* Waiting for the shared link of the current candidate to come up. */
+        struct sf_link_entry *link_wait;
+        struct sf_link_waiter waiter;
 
         /* link handshake */
         bool hs_server;       /* we greeted the client: it gets a status frame */
         bool greeting_check;  /* auth = none over a network: the upstream's first read is looked at */
         uint8_t hs_flags;
+        uint8_t up_flags; /* the flags of our client frame toward the current candidate */
         uint16_t hs_len;
+        uint16_t frame_len; /* our client frame with its service extension, held ahead of the early bytes */
         /* The nonces of the handshake with our client (we are its server) and of the one with
          * our upstream (we are its client): a relay chained between two links runs both. */
         uint8_t snonce[SF_HS_NONCE_LEN], cnonce[SF_HS_NONCE_LEN];
@@ -230,6 +249,10 @@ const char *sf_conn_event_name(enum conn_event ev);
 /* Takes the transition and arms the new state's timer; then does what entering it means
  * (dial a candidate, read what is ready, ...). The caller returns right after it. */
 void sf_conn_event(struct sf_conn *c, enum conn_event ev);
+/* The current candidate again, from its dial (an older relay, now asked the old way). */
+void sf_conn_cand_retry(struct sf_conn *c);
+/* The connection belongs to the service `to` from now on (a listener offers several). */
+void sf_conn_move(struct sf_conn *c, struct sf_fwd *to);
 /* The current candidate failed: why (msg, which names it), the stats counter it counts in if it
  * is the last one, and whether it failed to connect (dial) or in the handshake. The next
  * candidate is dialled, or, when none is left, the connection ends with every cause. */
@@ -286,6 +309,12 @@ bool sf_conn_status_send(struct sf_conn *c, enum sf_hs_status st, const char *re
  * false when the connection is gone. */
 bool sf_conn_server_confirm(struct sf_conn *c);
 
+/* serve.c: a host relay's shared links. The verified client asked for one: its connection
+ * becomes a link whose streams are connections of the listener's services. */
+void sf_conn_link_accept(struct sf_conn *c);
+/* Who the client is, for messages: "ADDRESS:PORT", "vsock CID N port P" or "a local peer". */
+void sf_conn_peer_name(struct sf_conn *c, char *out, size_t cap);
+
 /* preauth.c: the pre-authentication budget. enter evicts the oldest when the budget is
  * full; false when c itself is gone. leave: c authenticated or closes (safe to call twice). */
 bool sf_conn_preauth_enter(struct sf_conn *c);
@@ -296,6 +325,10 @@ void sf_conn_relay_step(struct sf_conn *c);
 
 /* direction.c: a side. */
 void sf_side_init(struct sf_conn *c);
+/* Side `side` becomes stream s, which the connection now owns (closed with the side). */
+void sf_side_attach_stream(struct sf_conn *c, int side, struct sf_mux_stream *s);
+/* Why a stream side failed, in plain words ("" for a socket). */
+const char *sf_side_reason(struct sf_conn *c, int side);
 int sf_side_adopt(struct sf_conn *c, int side, struct sf_incoming *in, int family);
 bool sf_side_is_open(struct sf_conn *c, int side);
 ssize_t sf_side_recv(struct sf_conn *c, int side, void *buf, size_t n);
@@ -332,7 +365,7 @@ size_t sf_dir_take(struct sf_conn *c, int from, void *out, size_t max);
 int sf_dir_put_front(struct sf_conn *c, int from, const void *bytes, size_t n);
 /* The client's direction before the status: the frame of the current candidate at the front,
  * the early bytes held behind it, all of it to be sent. 0 or -ENOMEM. */
-int sf_dir_hold_frame(struct sf_conn *c, const uint8_t frame[SF_HS_CLIENT_LEN]);
+int sf_dir_hold_frame(struct sf_conn *c, const uint8_t *frame, size_t len);
 /* Reads more early bytes, up to SF_EARLY_MAX in all. 0 or -errno. */
 int sf_dir_hold_read(struct sf_conn *c);
 /* The held bytes are let go: after the status verified (the frame was this candidate's), or

@@ -34,6 +34,9 @@
  *                     sf_sock_send(s, buf, n), sf_sock_shutdown(s), sf_sock_close(e, s),
  *                     sf_sock_error(s), sf_sock_unread(s) (bytes received, not yet read),
  *                     sf_sock_nodelay(s), sf_sock_peername(s, ss, len),
+ *                     sf_sock_release(e, s, loop, &stream, &close_cb) (hands the connection
+ *                     over as a libuv stream, which the caller closes with close_cb: the
+ *                     shared link takes over a connection whose handshake asked for it),
  *                     and for bulk transfers sf_sock_pipe_get/put(e, pipe, left),
  *                     sf_sock_to_pipe(s, pipe, n), sf_sock_from_pipe(pipe, s, n) (EINVAL
  *                     where there is no splice).

@@ -233,6 +233,10 @@ static inline void sf_sock_nodelay(struct sf_sock *s) {
         setsockopt(s->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
+/* Out of line (relay/engine/linux.c): a libuv stream on the descriptor, taken out of the set. */
+int sf_sock_release(struct sf_engine *e, struct sf_sock *s, uv_loop_t *loop, uv_stream_t **out,
+                    uv_close_cb *close_cb);
+
 static inline int sf_sock_peername(struct sf_sock *s, struct sockaddr_storage *ss, socklen_t *len) {
         return getpeername(s->fd, (struct sockaddr *)ss, len) < 0 ? -errno : 0;
 }

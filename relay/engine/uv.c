@@ -339,6 +339,26 @@ void sf_sock_close(struct sf_engine *e, struct sf_sock *s) {
         uv_close(&h->u.handle, sf_uvsock_closed);
 }
 
+/* The side's own stream goes to the caller, with the close callback that frees the side's
+ * state: a write still queued (the status frame) goes out first, as libuv keeps the order. */
+int sf_sock_release(struct sf_engine *e, struct sf_sock *s, uv_loop_t *loop, uv_stream_t **out,
+                    uv_close_cb *close_cb) {
+        (void)e;
+        (void)loop;
+        struct sf_uvsock *h = s->h;
+        /* Bytes read and not taken would be lost to the new owner: the peer broke the rule
+         * that it waits for the status before it speaks on a link. */
+        if (!h || !h->opened || h->err || h->eof || h->in_len > h->in_off)
+                return -EBUSY;
+        read_stop(h);
+        inbox_release(h);
+        s->h = NULL;
+        h->sock = NULL;
+        *out = &h->u.stream;
+        *close_cb = sf_uvsock_closed;
+        return 0;
+}
+
 int sf_sock_error(struct sf_sock *s) {
         return s->h->err;
 }

@@ -106,6 +106,8 @@ int sf_sock_error(struct sf_sock *s);
 size_t sf_sock_unread(struct sf_sock *s);
 void sf_sock_nodelay(struct sf_sock *s);
 int sf_sock_peername(struct sf_sock *s, struct sockaddr_storage *ss, socklen_t *len);
+int sf_sock_release(struct sf_engine *e, struct sf_sock *s, uv_loop_t *loop, uv_stream_t **out,
+                    uv_close_cb *close_cb);
 
 static inline int sf_sock_pipe_get(struct sf_engine *e, struct sf_pipe *p) {
         (void)e;

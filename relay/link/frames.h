@@ -29,7 +29,7 @@
 /* With SERVICE: the name is the client forward's own, not one it asked for: a listener that
  * offers a single service answers whatever its name, one that offers several matches it. */
 #define SF_HS_FLAG_DEFAULT 0x08
-#define SF_HS_FLAGS_KNOWN SF_HS_FLAG_PROBE
+#define SF_HS_FLAGS_KNOWN (SF_HS_FLAG_PROBE | SF_HS_FLAG_LINK | SF_HS_FLAG_SERVICE | SF_HS_FLAG_DEFAULT)
 
 enum sf_hs_status {
         SF_HS_OK = 0,

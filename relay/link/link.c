@@ -29,6 +29,7 @@ enum phase { PH_NONE, PH_RESOLVE, PH_CONNECT, PH_HELLO, PH_STATUS, PH_MUX };
  * with malloc and freed in its close callback. */
 struct transport {
         uv_stream_t *rd, *wr; /* wr == rd for a socket */
+        uv_close_cb close_cb; /* frees a handle; NULL: free() */
         struct sf_link *l;
         unsigned closing; /* handles whose close callback is due */
 };
@@ -96,7 +97,10 @@ static void set_state(struct sf_link *l, enum sf_link_state st, const char *caus
         l->state = st;
         if (changed)
                 l->since = time(NULL);
-        snprintf(l->cause, sizeof l->cause, "%s", st == SF_LINK_UP ? "" : cause ? cause : "");
+        if (st == SF_LINK_UP || !cause)
+                l->cause[0] = '\0';
+        else if (cause != l->cause)
+                snprintf(l->cause, sizeof l->cause, "%s", cause);
         if (changed && l->ops->state_changed)
                 l->ops->state_changed(l->owner, l);
 }
@@ -117,7 +121,10 @@ static void on_handle_closed(uv_handle_t *h) {
 
 static void on_transport_closed(uv_handle_t *h) {
         struct transport *t = h->data;
-        free(h);
+        if (t->close_cb)
+                t->close_cb(h);
+        else
+                free(h);
         if (--t->closing == 0) {
                 struct sf_link *l = t->l;
                 free(t);
@@ -271,10 +278,10 @@ static void flush(struct sf_link *l) {
         l->writing = true;
 }
 
-static void mux_stream_new(void *owner, struct sf_mux_stream *s, const char *service, bool probe) {
+static void mux_stream_new(void *owner, struct sf_mux_stream *s, const char *service, bool by_default, bool probe) {
         struct sf_link *l = owner;
         if (l->ops->stream_new) {
-                l->ops->stream_new(l->owner, l, s, service, probe);
+                l->ops->stream_new(l->owner, l, s, service, by_default, probe);
                 return;
         }
         sf_mux_stream_refuse(s, SF_MUX_UNKNOWN_SERVICE, "this end opens no streams for its peer");
@@ -332,7 +339,8 @@ static void mux_input(struct sf_link *l, const uint8_t *data, size_t n) {
                 if (l->was_up)
                         l->reconnects++;
                 l->was_up = true;
-                sf_log(SF_LOG_INFO, NULL, 0, "link to %s up", l->p->name);
+                if (l->dialer)
+                        sf_log(SF_LOG_INFO, NULL, 0, "link to %s up", l->p->name);
                 set_state(l, SF_LINK_UP, NULL);
         }
 }
@@ -785,18 +793,19 @@ int sf_link_client_new(uv_loop_t *loop, struct sf_bufpool *pool, const struct sf
 
 int sf_link_adopt(uv_loop_t *loop, struct sf_bufpool *pool, const struct sf_link_params *p,
                   const struct sf_link_ops *ops, void *owner, enum sf_mux_role role, uv_stream_t *rd,
-                  uv_stream_t *wr, struct sf_link **out) {
+                  uv_stream_t *wr, uv_close_cb close_cb, struct sf_link **out) {
         struct sf_link *l = link_alloc(loop, pool, p, ops, owner);
         if (l && !(l->t = transport_new(l, rd, wr))) {
                 sf_link_close(l);
                 l = NULL;
         }
         if (!l) {
-                uv_close((uv_handle_t *)rd, (uv_close_cb)free);
+                uv_close((uv_handle_t *)rd, close_cb ? close_cb : (uv_close_cb)free);
                 if (wr != rd)
-                        uv_close((uv_handle_t *)wr, (uv_close_cb)free);
+                        uv_close((uv_handle_t *)wr, close_cb ? close_cb : (uv_close_cb)free);
                 return -ENOMEM;
         }
+        l->t->close_cb = close_cb;
         l->role = role;
         l->state = SF_LINK_CONNECTING;
         *out = l;
@@ -807,12 +816,13 @@ int sf_link_adopt(uv_loop_t *loop, struct sf_bufpool *pool, const struct sf_link
         return 0;
 }
 
-struct sf_mux_stream *sf_link_stream_open(struct sf_link *l, const char *service, bool probe, int *err) {
+struct sf_mux_stream *sf_link_stream_open(struct sf_link *l, const char *service, bool by_default, bool probe,
+                                          int *err) {
         if (l->state != SF_LINK_UP || !l->mux) {
                 *err = -EAGAIN;
                 return NULL;
         }
-        return sf_mux_stream_open(l->mux, service, probe, err);
+        return sf_mux_stream_open(l->mux, service, by_default, probe, err);
 }
 
 enum sf_link_state sf_link_state(const struct sf_link *l) {

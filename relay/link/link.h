@@ -48,7 +48,8 @@ struct sf_link_ops {
          * say which and why. */
         void (*state_changed)(void *owner, struct sf_link *l);
         /* Server: the peer opened a stream (relay/link/mux.h, stream_new). */
-        void (*stream_new)(void *owner, struct sf_link *l, struct sf_mux_stream *s, const char *service, bool probe);
+        void (*stream_new)(void *owner, struct sf_link *l, struct sf_mux_stream *s, const char *service,
+                           bool by_default, bool probe);
         /* Server: the link ended for good (the peer closed it, or it broke); the owner calls
          * sf_link_close. */
         void (*ended)(void *owner, struct sf_link *l);
@@ -69,16 +70,18 @@ struct sf_link_stats {
  * -ENOMEM. */
 int sf_link_client_new(uv_loop_t *loop, struct sf_bufpool *pool, const struct sf_link_params *p,
                        const struct sf_link_ops *ops, void *owner, struct sf_link **out);
-/* Server: a link over rd/wr (the same stream for a socket), which it now owns and closes;
- * role says which end of the mux this is (an exec link's container end is the client, as it
- * opens the streams). 0 or -ENOMEM (rd/wr closed). */
+/* A link over rd/wr (the same stream for a socket), which it now owns and closes with
+ * close_cb (NULL: free()); role says which end of the mux this is (an exec link's container end
+ * is the client, as it opens the streams). It does not dial again when it ends. 0 or -ENOMEM
+ * (rd/wr closed). */
 int sf_link_adopt(uv_loop_t *loop, struct sf_bufpool *pool, const struct sf_link_params *p,
                   const struct sf_link_ops *ops, void *owner, enum sf_mux_role role, uv_stream_t *rd,
-                  uv_stream_t *wr, struct sf_link **out);
+                  uv_stream_t *wr, uv_close_cb close_cb, struct sf_link **out);
 
 /* A new stream for service (NULL: none named), once the link is up. NULL with *err: -EAGAIN
  * when it is not up or the peer takes no new streams (it is draining), -ENOMEM. */
-struct sf_mux_stream *sf_link_stream_open(struct sf_link *l, const char *service, bool probe, int *err);
+struct sf_mux_stream *sf_link_stream_open(struct sf_link *l, const char *service, bool by_default, bool probe,
+                                          int *err);
 
 enum sf_link_state sf_link_state(const struct sf_link *l);
 /* Why the link is not up, in plain words; "" when it is. */

@@ -13,6 +13,7 @@
 /* The header fields of sockferry/2 (doc/PROTOCOL.md): lower case, as HTTP/2 wants names. */
 #define H_SERVICE "sf-service"
 #define H_PROBE "sf-probe"
+#define H_DEFAULT "sf-default"
 #define H_STATUS "sf-status"
 #define H_REASON "sf-reason"
 /* What a header block may hold: a service name, a status and a reason fit in far less. */
@@ -40,7 +41,9 @@ struct sf_mux_stream {
         uint32_t out_off, out_len;
 
         bool is_new;      /* server: stream_new is due */
+        bool owned;       /* a user holds it: the client that opened it, the server's owner */
         bool probe;
+        bool by_default;
         bool answered;    /* server: accepted or refused */
         bool peer_eof;    /* the peer ended its side */
         bool shut;        /* the user ended its side */
@@ -95,9 +98,11 @@ static void dispatch(struct sf_mux *m) {
                 struct sf_mux_stream *s = sf_list_entry(m->notify.first, struct sf_mux_stream, notify);
                 sf_list_remove(&m->notify, &s->notify);
                 if (s->is_new) {
+                        /* Its bytes may have come with its opening: the events gathered so far
+                         * reach the owner once it watches the stream. */
                         s->is_new = false;
-                        s->pending = 0;
-                        m->ops->stream_new(m->owner, s, s->service, s->probe);
+                        s->owned = true;
+                        m->ops->stream_new(m->owner, s, s->service, s->by_default, s->probe);
                         continue;
                 }
                 uint32_t ev = s->pending;
@@ -206,6 +211,8 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *f, const uint8_t 
                         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
         } else if (m->role == SF_MUX_SERVER && IS(H_PROBE)) {
                 s->probe = true;
+        } else if (m->role == SF_MUX_SERVER && IS(H_DEFAULT)) {
+                s->by_default = true;
         } else if (m->role == SF_MUX_CLIENT && IS(H_STATUS)) {
                 int st = 0;
                 for (size_t i = 0; i < valuelen && i < 3; i++)
@@ -310,7 +317,8 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void 
                 return 0;
         nghttp2_session_set_stream_user_data(ng, id, NULL);
         s->ng_closed = true;
-        if (s->user_closed) {
+        /* Reset before its owner heard of it (a name that is not one): nobody holds it. */
+        if (s->user_closed || !s->owned) {
                 stream_free(s);
                 return 0;
         }
@@ -467,7 +475,7 @@ void sf_mux_free(struct sf_mux *m, const char *cause) {
                 sf_list_remove(&m->streams, &s->node);
                 sf_list_remove(&m->notify, &s->notify);
                 s->m = NULL;
-                if (s->user_closed)
+                if (s->user_closed || !s->owned)
                         stream_free(s);
         }
         nghttp2_session_del(m->ng);
@@ -560,7 +568,8 @@ static void stream_free(struct sf_mux_stream *s) {
         free(s);
 }
 
-struct sf_mux_stream *sf_mux_stream_open(struct sf_mux *m, const char *service, bool probe, int *err) {
+struct sf_mux_stream *sf_mux_stream_open(struct sf_mux *m, const char *service, bool by_default, bool probe,
+                                         int *err) {
         if (m->role != SF_MUX_CLIENT || sf_mux_draining(m)) {
                 *err = -EAGAIN;
                 return NULL;
@@ -574,12 +583,16 @@ struct sf_mux_stream *sf_mux_stream_open(struct sf_mux *m, const char *service, 
         s->pool = m->pool;
         s->status = -1;
         s->probe = probe;
+        s->owned = true;
         snprintf(s->service, sizeof s->service, "%s", service ? service : "");
-        nghttp2_nv nv[2];
+        nghttp2_nv nv[3];
         size_t n = 0;
         if (s->service[0])
                 nv[n++] = (nghttp2_nv){ (uint8_t *)H_SERVICE, (uint8_t *)s->service, sizeof H_SERVICE - 1,
                                         strlen(s->service), NGHTTP2_NV_FLAG_NO_COPY_NAME };
+        if (s->service[0] && by_default)
+                nv[n++] = (nghttp2_nv){ (uint8_t *)H_DEFAULT, (uint8_t *)"1", sizeof H_DEFAULT - 1, 1,
+                                        NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE };
         if (probe)
                 nv[n++] = (nghttp2_nv){ (uint8_t *)H_PROBE, (uint8_t *)"1", sizeof H_PROBE - 1, 1,
                                         NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE };

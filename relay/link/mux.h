@@ -55,10 +55,11 @@ struct sf_mux_config {
 };
 
 struct sf_mux_ops {
-        /* Server: the peer opened a stream for service ("" when it named none); probe when it
-         * only asks whether the service answers. The owner answers it with sf_mux_stream_accept
+        /* Server: the peer opened a stream for service ("" when it named none; by_default when
+         * the name is its forward's own, not one it asked for: a single service may answer
+         * it whatever its name); probe when it only asks whether the service answers. The owner answers it with sf_mux_stream_accept
          * or sf_mux_stream_refuse (now or later) and owns it until sf_mux_stream_close. */
-        void (*stream_new)(void *owner, struct sf_mux_stream *s, const char *service, bool probe);
+        void (*stream_new)(void *owner, struct sf_mux_stream *s, const char *service, bool by_default, bool probe);
         /* The mux has bytes for the link: the owner calls sf_mux_output (it may defer that to
          * the end of its turn, so that one write carries every stream's bytes). */
         void (*want_output)(void *owner);
@@ -95,9 +96,11 @@ bool sf_mux_draining(const struct sf_mux *m);
 size_t sf_mux_streams_open(const struct sf_mux *m);
 uint64_t sf_mux_streams_total(const struct sf_mux *m);
 
-/* Client: opens a stream for service (NULL or "": none named); its bytes may follow at once.
- * NULL with *err (-ENOMEM, -EAGAIN when the peer refuses new streams: it is draining). */
-struct sf_mux_stream *sf_mux_stream_open(struct sf_mux *m, const char *service, bool probe, int *err);
+/* Client: opens a stream for service (NULL or "": none named; by_default: see stream_new);
+ * its bytes may follow at once. NULL with *err (-ENOMEM, -EAGAIN when the peer refuses new
+ * streams: it is draining). */
+struct sf_mux_stream *sf_mux_stream_open(struct sf_mux *m, const char *service, bool by_default, bool probe,
+                                         int *err);
 
 /* Where a stream's readiness goes: cb(ev, events) with SF_MUX_EV_* bits. */
 void sf_mux_stream_watch(struct sf_mux_stream *s, void (*cb)(void *ev, uint32_t events), void *ev);

@@ -67,6 +67,15 @@ static void assert_invalid_spec(const char *spec, const char *want) {
         sf_conf_free(&conf);
 }
 
+static void assert_invalid_spec_pair(const char *first, const char *second, const char *want) {
+        const char *specs[] = { first, second, NULL };
+        cr_assert_eq(check(NULL, specs), -EINVAL, "accepted: %s %s", first, second);
+        assert_error(log_text, "-F '%s': %s", second, want);
+        cr_assert_eq(count_errors(log_text), 1, "%s", log_text);
+        free(log_text);
+        sf_conf_free(&conf);
+}
+
 Test(validate, nothing_is_fine) {
         assert_valid(NULL, NULL);
         assert_valid("[sockferry]\nlog-level = debug\n", NULL);
@@ -92,7 +101,7 @@ Test(validate, one_listen_endpoint_file_and_spec) {
         const char *specs[] = { "b:tcp:LOCALHOST:7000=unix:/y", NULL };
         cr_assert_eq(check("[a]\nlisten = tcp:localhost:7000\nconnect = unix:/x\n", specs), -EINVAL);
         assert_error(log_text,
-                     "-F 'b:tcp:LOCALHOST:7000=unix:/y': listen: tcp:LOCALHOST:7000 is also the listen endpoint of [a] (%s/sf.conf:1), expected one forward per listen endpoint",
+                     "-F 'b:tcp:LOCALHOST:7000=unix:/y': listen: tcp:LOCALHOST:7000 is also the listen endpoint of [a] (%s/sf.conf:1), expected one forward per listen endpoint, or services sharing it, each with auth = token",
                      scratch_dir());
         cr_assert_eq(count_errors(log_text), 1);
 }
@@ -252,4 +261,65 @@ Test(validate, token_file_lookup) {
         char own[] = "/own";
         f.token_file = own;
         cr_assert_str_eq(sf_conf_token_file(&conf, &f), "/own");
+}
+
+/* Services (doc/PROTOCOL.md "Services"): forwards on one authenticated network listener. */
+Test(validate, services_share_an_authenticated_listener) {
+        const char *tok = scratch_file("t.token", "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n");
+        char a[512], b[512], c[512], d[512];
+        snprintf(a, sizeof a, "agent:tcp:0.0.0.0:7777=unix:/run/a.sock,auth=token,token-file=%s", tok);
+        snprintf(b, sizeof b, "docker:tcp:0.0.0.0:7777=unix:/run/d.sock,auth=token,token-file=%s", tok);
+        snprintf(c, sizeof c, "gpg:tcp:0.0.0.0:7777=unix:/run/g.sock,auth=token,token-file=%s,service=docker", tok);
+        snprintf(d, sizeof d, "other:tcp:0.0.0.0:7777=unix:/run/o.sock,auth=token,token-file=%s.2", tok);
+        const char *ok[] = { a, b, NULL };
+        assert_valid(NULL, ok);
+
+        const char *same_name[] = { a, b, c, NULL };
+        cr_assert_eq(check(NULL, same_name), -EINVAL);
+        assert_error(log_text, "-F '%s': service: docker is also the service of [docker] (-F '%s') on tcp:0.0.0.0:7777, expected a service name of its own (service = NAME)", c, b);
+        cr_assert_eq(count_errors(log_text), 1, "%s", log_text);
+        free(log_text);
+        sf_conf_free(&conf);
+
+        const char *two_tokens[] = { a, d, NULL };
+        cr_assert_eq(check(NULL, two_tokens), -EINVAL);
+        assert_error(log_text, "-F '%s': token-file: [agent] (-F '%s') offers its service on tcp:0.0.0.0:7777 with another token file, expected the services of one listen endpoint to share a token", d, a);
+        free(log_text);
+        sf_conf_free(&conf);
+}
+
+Test(validate, services_agree_on_what_acts_before_the_service_is_known) {
+        const char *tok = scratch_file("t.token", "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n");
+        char a[512], b[512];
+        snprintf(a, sizeof a, "agent:tcp:0.0.0.0:7777=unix:/run/a.sock,auth=token,token-file=%s", tok);
+        snprintf(b, sizeof b, "docker:tcp:0.0.0.0:7777=unix:/run/d.sock,auth=token,token-file=%s,handshake-timeout=1s", tok);
+        const char *specs[] = { a, b, NULL };
+        cr_assert_eq(check(NULL, specs), -EINVAL);
+        assert_error(log_text, "-F '%s': handshake-timeout: differs from [agent] (-F '%s'), which listens on tcp:0.0.0.0:7777 too, expected the same value for every service of a listen endpoint (they apply before the service is known)", b, a);
+        free(log_text);
+        sf_conf_free(&conf);
+}
+
+Test(validate, unix_listeners_are_never_shared) {
+        assert_invalid_spec_pair("a:unix:/run/x.sock=tcp:h:1,auth=token,token-file=/t", "b:unix:/run/x.sock=tcp:h:2,auth=token,token-file=/t",
+                                 "listen: unix:/run/x.sock is also the listen endpoint of [a] (-F 'a:unix:/run/x.sock=tcp:h:1,auth=token,token-file=/t'), expected one forward per listen endpoint");
+}
+
+Test(validate, the_service_defaults_to_the_name_and_the_link_to_shared) {
+        const char *specs[] = { "agent:unix:/run/a.sock=tcp:h:7000,auth=token,token-file=/t",
+                                "host:tcp:0.0.0.0:7001=tcp:127.0.0.1:3000,auth=token,token-file=/t",
+                                "jump:tcp:0.0.0.0:7002=tcp:10.0.0.1:7000,auth=token,token-file=/t,connect-auth=token",
+                                "old:unix:/run/o.sock=tcp:h:7000,auth=token,token-file=/t,link=per-connection,service=ssh,keepalive=0", NULL };
+        cr_assert_eq(check(NULL, specs), 0, "%s", log_text);
+        cr_assert_str_eq(conf.forwards[0].service, "agent");
+        cr_assert_eq(conf.forwards[0].link, SF_LINK_SHARED);
+        cr_assert_eq(conf.forwards[0].keepalive_ms, 15000);
+        cr_assert_eq(conf.forwards[0].connect_auth, SF_AUTH_TOKEN, "a container relay authenticates its connect side");
+        cr_assert_eq(conf.forwards[1].connect_auth, SF_AUTH_NONE, "a host relay dials its upstream plainly");
+        cr_assert_eq(conf.forwards[2].connect_auth, SF_AUTH_TOKEN, "unless it is told to (a chained relay)");
+        cr_assert_str_eq(conf.forwards[3].service, "ssh");
+        cr_assert_eq(conf.forwards[3].link, SF_LINK_PER_CONNECTION);
+        cr_assert_eq(conf.forwards[3].keepalive_ms, 0);
+        free(log_text);
+        sf_conf_free(&conf);
 }

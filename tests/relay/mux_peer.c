@@ -24,7 +24,7 @@ static size_t got_len;
 static bool eof, done;
 static const char *reply;
 
-static void on_new(void *owner, struct sf_mux_stream *s, const char *svc, bool probe) {
+static void on_new(void *owner, struct sf_mux_stream *s, const char *svc, bool by_default, bool probe) {
         (void)owner;
         (void)probe;
         st = s;
@@ -78,7 +78,7 @@ int main(int argc, char **argv) {
                 return 1;
         if (client) {
                 int err;
-                st = sf_mux_stream_open(m, argv[2], false, &err);
+                st = sf_mux_stream_open(m, argv[2], false, false, &err);
                 if (!st || argc < 4)
                         return 1;
                 sf_mux_stream_send(st, argv[3], strlen(argv[3]));

@@ -49,7 +49,7 @@ static void on_client_state(void *owner, struct sf_link *l) {
 static const struct sf_link_ops client_ops = { .state_changed = on_client_state };
 
 static void on_server_stream(void *owner, struct sf_link *l, struct sf_mux_stream *s, const char *service,
-                             bool probe) {
+                             bool by_default, bool probe) {
         (void)l;
         (void)probe;
         struct peer *p = owner;
@@ -134,7 +134,7 @@ static void on_peer_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b) {
         uv_tcp_t *c = peer.conn;
         peer.conn = NULL;
         cr_assert_eq(sf_link_adopt(loop, pool, &sparams, &server_ops, &peer, SF_MUX_SERVER, (uv_stream_t *)c,
-                                   (uv_stream_t *)c, &peer.link),
+                                   (uv_stream_t *)c, NULL, &peer.link),
                      0);
 }
 
@@ -254,7 +254,7 @@ Test(link, comes_up_and_carries_a_stream_both_ways) {
         cr_assert_eq(sf_link_state(client), SF_LINK_UP, "cause: %s", sf_link_cause(client));
         int err = 0;
         got_len = 0;
-        cs = sf_link_stream_open(client, "agent", false, &err);
+        cs = sf_link_stream_open(client, "agent", false, false, &err);
         cr_assert_not_null(cs);
         sf_mux_stream_watch(cs, on_cs, NULL);
         cr_assert_eq(sf_mux_stream_send(cs, "hello", 5), 5);

@@ -27,7 +27,7 @@ struct watcher {
 static struct sf_bufpool *pool;
 static struct side cli, srv;
 
-static void on_new(void *owner, struct sf_mux_stream *s, const char *service, bool probe) {
+static void on_new(void *owner, struct sf_mux_stream *s, const char *service, bool by_default, bool probe) {
         struct side *sd = owner;
         cr_assert_lt(sd->n_new, 8);
         snprintf(sd->service[sd->n_new], sizeof sd->service[0], "%s", service);
@@ -105,7 +105,7 @@ TestSuite(mux, .init = setup, .fini = teardown);
 Test(mux, a_stream_carries_bytes_both_ways_and_half_closes) {
         struct watcher wc = { 0 }, ws = { 0 };
         int err = 0;
-        struct sf_mux_stream *c = sf_mux_stream_open(cli.m, "agent", false, &err);
+        struct sf_mux_stream *c = sf_mux_stream_open(cli.m, "agent", false, false, &err);
         cr_assert_not_null(c);
         sf_mux_stream_watch(c, on_ev, &wc);
         /* The client's bytes go with the stream's opening: no round trip first. */
@@ -142,8 +142,8 @@ Test(mux, a_stream_carries_bytes_both_ways_and_half_closes) {
 
 Test(mux, a_stalled_reader_stalls_its_own_stream_only) {
         int err = 0;
-        struct sf_mux_stream *bulk = sf_mux_stream_open(cli.m, "bulk", false, &err);
-        struct sf_mux_stream *chat = sf_mux_stream_open(cli.m, "chat", false, &err);
+        struct sf_mux_stream *bulk = sf_mux_stream_open(cli.m, "bulk", false, false, &err);
+        struct sf_mux_stream *chat = sf_mux_stream_open(cli.m, "chat", false, false, &err);
         cr_assert(bulk && chat);
         pump();
         cr_assert_eq(srv.n_new, 2);
@@ -193,7 +193,7 @@ Test(mux, a_stalled_reader_stalls_its_own_stream_only) {
 Test(mux, a_refused_stream_says_why) {
         struct watcher wc = { 0 };
         int err = 0;
-        struct sf_mux_stream *c = sf_mux_stream_open(cli.m, "gpg", false, &err);
+        struct sf_mux_stream *c = sf_mux_stream_open(cli.m, "gpg", false, false, &err);
         sf_mux_stream_watch(c, on_ev, &wc);
         sf_mux_stream_send(c, "data", 4);
         pump();
@@ -217,7 +217,7 @@ Test(mux, a_refused_stream_says_why) {
 Test(mux, a_stream_closed_by_its_client_is_reset_at_the_server) {
         struct watcher ws = { 0 };
         int err = 0;
-        struct sf_mux_stream *c = sf_mux_stream_open(cli.m, NULL, false, &err);
+        struct sf_mux_stream *c = sf_mux_stream_open(cli.m, NULL, false, false, &err);
         pump();
         cr_assert_str_eq(srv.service[0], "", "no service named");
         struct sf_mux_stream *s = srv.accepted[0];
@@ -242,8 +242,8 @@ Test(mux, a_stream_closed_by_its_client_is_reset_at_the_server) {
 Test(mux, the_link_going_down_ends_every_stream_with_its_cause) {
         struct watcher w1 = { 0 }, w2 = { 0 };
         int err = 0;
-        struct sf_mux_stream *a = sf_mux_stream_open(cli.m, "a", false, &err);
-        struct sf_mux_stream *b = sf_mux_stream_open(cli.m, "b", false, &err);
+        struct sf_mux_stream *a = sf_mux_stream_open(cli.m, "a", false, false, &err);
+        struct sf_mux_stream *b = sf_mux_stream_open(cli.m, "b", false, false, &err);
         sf_mux_stream_watch(a, on_ev, &w1);
         sf_mux_stream_watch(b, on_ev, &w2);
         pump();
@@ -267,7 +267,7 @@ Test(mux, the_link_going_down_ends_every_stream_with_its_cause) {
 
 Test(mux, a_stream_closed_before_it_went_out_ends_at_both_ends) {
         int err = 0;
-        struct sf_mux_stream *c = sf_mux_stream_open(cli.m, "x", false, &err);
+        struct sf_mux_stream *c = sf_mux_stream_open(cli.m, "x", false, false, &err);
         sf_mux_stream_close(c);
         pump();
         for (int i = 0; i < srv.n_new; i++)
@@ -286,14 +286,14 @@ Test(mux, pings_come_back) {
 
 Test(mux, a_draining_server_takes_no_new_streams_and_finishes_open_ones) {
         int err = 0;
-        struct sf_mux_stream *c = sf_mux_stream_open(cli.m, "a", false, &err);
+        struct sf_mux_stream *c = sf_mux_stream_open(cli.m, "a", false, false, &err);
         pump();
         struct sf_mux_stream *s = srv.accepted[0];
         sf_mux_stream_accept(s);
         sf_mux_drain(srv.m);
         pump();
         cr_assert(sf_mux_draining(cli.m), "the client saw the GOAWAY");
-        cr_assert_null(sf_mux_stream_open(cli.m, "b", false, &err));
+        cr_assert_null(sf_mux_stream_open(cli.m, "b", false, false, &err));
         cr_assert_eq(err, -EAGAIN);
         cr_assert_eq(sf_mux_stream_send(s, "still here", 10), 10);
         sf_mux_stream_shutdown(s);
@@ -308,7 +308,7 @@ Test(mux, a_draining_server_takes_no_new_streams_and_finishes_open_ones) {
 
 Test(mux, a_probe_is_marked) {
         int err = 0;
-        struct sf_mux_stream *c = sf_mux_stream_open(cli.m, "agent", true, &err);
+        struct sf_mux_stream *c = sf_mux_stream_open(cli.m, "agent", false, true, &err);
         sf_mux_stream_shutdown(c);
         pump();
         cr_assert(srv.probe[0]);
@@ -332,7 +332,7 @@ Test(mux_limits, streams_beyond_the_peers_limit_wait_for_a_slot, .init = setup_t
         pump();
         cr_assert(sf_mux_ready(cli.m));
         for (int i = 0; i < 3; i++)
-                c[i] = sf_mux_stream_open(cli.m, "s", false, &err);
+                c[i] = sf_mux_stream_open(cli.m, "s", false, false, &err);
         pump();
         cr_assert_eq(srv.n_new, 2, "the third waits for a slot");
         sf_mux_stream_close(c[0]);
@@ -356,8 +356,8 @@ Test(mux, garbage_from_the_peer_is_a_protocol_error) {
 
 Test(mux, a_bad_service_name_resets_that_stream_alone) {
         int err = 0;
-        struct sf_mux_stream *bad = sf_mux_stream_open(cli.m, "no spaces please", false, &err);
-        struct sf_mux_stream *good = sf_mux_stream_open(cli.m, "ok", false, &err);
+        struct sf_mux_stream *bad = sf_mux_stream_open(cli.m, "no spaces please", false, false, &err);
+        struct sf_mux_stream *good = sf_mux_stream_open(cli.m, "ok", false, false, &err);
         struct watcher w = { 0 };
         sf_mux_stream_watch(bad, on_ev, &w);
         pump();
