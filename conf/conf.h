@@ -14,27 +14,36 @@
 #define SF_NAME_MAX 64
 #define SF_MAX_CANDIDATES 8
 #define SF_MAX_ALLOW 16
+/* Forwards in one configuration (file and -F together). Each is a listening socket whose
+ * connections hold two descriptors each: 4096 listeners alone need a descriptor limit four
+ * times the usual soft one. A configuration beyond it is generated or hostile, and checking
+ * it must stay cheap. */
+#define SF_MAX_FORWARDS 4096
 
 enum sf_auth { SF_AUTH_NONE = 0, SF_AUTH_TOKEN };
 enum sf_env_format { SF_ENV_PATH = 0, SF_ENV_UNIX_URL };
 
-/* Where a value came from, for messages: "FILE:LINE: [section] key" or "-F 'spec'". */
+/* Where a forward came from, for messages: "FILE:LINE: [section]" or "-F 'spec'". */
 struct sf_origin {
-        char where[PATH_MAX + 32];
+        char *where; /* on the heap, freed by sf_conf_free() */
 };
 
+/* A forward's keys; the defaults the comments give are set in conf/conf.c, in one place. */
 struct sf_forward {
         char name[SF_NAME_MAX];
         struct sf_origin origin; /* the section header or the -F argument */
 
         struct sf_endpoint listen;
         bool listen_set;
-        struct sf_endpoint connect[SF_MAX_CANDIDATES];
+        /* The heap holds what is large or rare, so that a forward costs about 1.5 KiB: n_connect
+         * (at most SF_MAX_CANDIDATES) candidates, the token file (NULL: the global one); both
+         * are freed by sf_conf_free(). */
+        struct sf_endpoint *connect;
         size_t n_connect;
 
         enum sf_auth auth;
         bool allow_insecure;
-        char token_file[PATH_MAX]; /* empty: the global one */
+        char *token_file;
 
         char alias[SF_UNIX_PATH_MAX];
         char env[128];
@@ -50,7 +59,8 @@ struct sf_forward {
         size_t n_allow_gid;
 
         uint32_t max_conns;           /* default 1024 */
-        uint32_t preauth_max;         /* unauthenticated connections, a quarter per source; 0: 4 x max_conns */
+        uint32_t preauth_max;         /* unauthenticated connections, a quarter per source; default, set by
+                                       * sf_conf_validate(): 4 x max_conns */
         uint64_t connect_timeout_ms;  /* default 5000 */
         uint64_t handshake_timeout_ms;/* default 5000 */
         uint64_t idle_timeout_ms;     /* default 0: none */
@@ -85,7 +95,8 @@ void sf_conf_init(struct sf_conf *c);
 int sf_conf_load(struct sf_conf *c, const char *path);
 /* Adds one -F NAME:LISTEN=CONNECT[,key=value...] forward. Errors name the argument. */
 int sf_conf_add_spec(struct sf_conf *c, const char *spec);
-/* Cross-checks after everything is loaded: missing keys, duplicates, policy. */
+/* Cross-checks after everything is loaded: missing keys, duplicates, policy. Also sets the
+ * defaults that follow other keys (preauth_max). */
 int sf_conf_validate(struct sf_conf *c);
 /* The token file a forward uses: its own, else the global one, else NULL. */
 const char *sf_conf_token_file(const struct sf_conf *c, const struct sf_forward *f);

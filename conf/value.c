@@ -1,12 +1,10 @@
 #include "conf/value.h"
 
 #include <errno.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "conf/conf_int.h"
 #include "conf/platform.h"
 
 #define DURATION_EXPECTED "expected a duration such as 250ms, 5s or 2m"
@@ -20,35 +18,25 @@
  * never a real id. */
 #define ID_MAX 4294967294u
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-        if (err && errlen) {
-                va_list ap;
-                va_start(ap, fmt);
-                vsnprintf(err, errlen, fmt, ap);
-                va_end(ap);
-        }
-        return -EINVAL;
-}
-
 static bool is_digit(char c) {
         return c >= '0' && c <= '9';
 }
 
 /* Reads the leading decimal digits of s. Returns how many there were, or -ERANGE when the
- * number does not fit in 64 bits; *end points after the digits. */
+ * number does not fit in 64 bits; *end points after the digits either way. */
 static int read_digits(const char *s, uint64_t *out, const char **end) {
         uint64_t v = 0;
         int n = 0;
+        bool range = true;
         for (; is_digit(s[n]); n++) {
                 uint64_t d = (uint64_t)(s[n] - '0');
-                if (v > (UINT64_MAX - d) / 10)
-                        return -ERANGE;
+                range = range && v <= (UINT64_MAX - d) / 10;
                 v = v * 10 + d;
         }
-        *out = v;
         *end = s + n;
+        if (!range)
+                return -ERANGE;
+        *out = v;
         return n;
 }
 
@@ -67,38 +55,40 @@ int sf_duration_parse(const char *s, uint64_t *ms, char *err, size_t errlen) {
         uint64_t v;
 
         if (!*s)
-                return fail(err, errlen, "empty value, " DURATION_EXPECTED);
+                return sf_conf_fail(err, errlen, "empty value, " DURATION_EXPECTED);
         if (*s == '-')
-                return fail(err, errlen, "\"%s\" is negative, " DURATION_EXPECTED, s);
+                return sf_conf_fail(err, errlen, "\"%s\" is negative, " DURATION_EXPECTED, s);
         int n = read_digits(s, &v, &unit);
-        if (n == -ERANGE)
-                return fail(err, errlen, "\"%s\" is too large, " DURATION_EXPECTED, s);
         if (n == 0)
-                return fail(err, errlen, "\"%s\" is not a duration, " DURATION_EXPECTED, s);
+                return sf_conf_fail(err, errlen, "\"%s\" is not a duration, " DURATION_EXPECTED, s);
         for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
                 if (strcmp(unit, units[i].suffix) != 0)
                         continue;
-                if (v > UINT64_MAX / units[i].ms)
-                        return fail(err, errlen, "\"%s\" is too large, " DURATION_EXPECTED, s);
+                /* A number too long for 64 bits is more than a day too. */
+                if (n < 0 || v > SF_DURATION_MAX_MS / units[i].ms)
+                        return sf_conf_fail(err, errlen,
+                                            "\"%s\" is more than 24h, expected a duration of at most 24h such as 250ms, 5s "
+                                            "or 2m",
+                                            s);
                 *ms = v * units[i].ms;
                 return 0;
         }
-        return fail(err, errlen, "\"%s\" is not a duration, " DURATION_EXPECTED, s);
+        return sf_conf_fail(err, errlen, "\"%s\" is not a duration, " DURATION_EXPECTED, s);
 }
 
 int sf_mode_parse(const char *s, mode_t *mode, char *err, size_t errlen) {
         mode_t v = 0;
 
         if (!*s)
-                return fail(err, errlen, "empty value, " MODE_EXPECTED);
+                return sf_conf_fail(err, errlen, "empty value, " MODE_EXPECTED);
         for (const char *p = s; *p; p++) {
                 if (*p < '0' || *p > '7')
-                        return fail(err, errlen, "\"%s\" is not an octal mode, " MODE_EXPECTED, s);
+                        return sf_conf_fail(err, errlen, "\"%s\" is not an octal mode, " MODE_EXPECTED, s);
                 v = v * 8 + (mode_t)(*p - '0');
                 /* Checked per digit so a long string cannot wrap around into range. */
                 if (v > 07777)
-                        return fail(err, errlen,
-                                    "\"%s\" has bits beyond 07777 (no file-type bits), " MODE_EXPECTED, s);
+                        return sf_conf_fail(err, errlen,
+                                            "\"%s\" has bits beyond 07777 (no file-type bits), " MODE_EXPECTED, s);
         }
         *mode = v;
         return 0;
@@ -119,8 +109,8 @@ int sf_bool_parse(const char *s, bool *out, char *err, size_t errlen) {
                 }
         }
         if (!*s)
-                return fail(err, errlen, "empty value, " BOOL_EXPECTED);
-        return fail(err, errlen, "\"%s\" is not a boolean, " BOOL_EXPECTED, s);
+                return sf_conf_fail(err, errlen, "empty value, " BOOL_EXPECTED);
+        return sf_conf_fail(err, errlen, "\"%s\" is not a boolean, " BOOL_EXPECTED, s);
 }
 
 int sf_uint_parse(const char *s, uint64_t min, uint64_t max, uint64_t *out, char *err, size_t errlen) {
@@ -128,15 +118,15 @@ int sf_uint_parse(const char *s, uint64_t min, uint64_t max, uint64_t *out, char
         uint64_t v;
 
         if (!*s)
-                return fail(err, errlen, "empty value, expected a number from %llu to %llu",
-                            (unsigned long long)min, (unsigned long long)max);
+                return sf_conf_fail(err, errlen, "empty value, expected a number from %llu to %llu",
+                                    (unsigned long long)min, (unsigned long long)max);
         int n = read_digits(s, &v, &end);
         if (n == 0 || (n > 0 && *end))
-                return fail(err, errlen, "\"%s\" is not a number, expected a number from %llu to %llu", s,
-                            (unsigned long long)min, (unsigned long long)max);
+                return sf_conf_fail(err, errlen, "\"%s\" is not a number, expected a number from %llu to %llu", s,
+                                    (unsigned long long)min, (unsigned long long)max);
         if (n < 0 || v < min || v > max)
-                return fail(err, errlen, "\"%s\" is out of range, expected a number from %llu to %llu", s,
-                            (unsigned long long)min, (unsigned long long)max);
+                return sf_conf_fail(err, errlen, "\"%s\" is out of range, expected a number from %llu to %llu", s,
+                                    (unsigned long long)min, (unsigned long long)max);
         *out = v;
         return 0;
 }
@@ -163,18 +153,18 @@ int sf_user_parse(const char *s, uid_t *uid, gid_t *gid, char *err, size_t errle
         int r;
 
         if (sf_accounts_unsupported)
-                return fail(err, errlen, "%s", sf_accounts_unsupported);
+                return sf_conf_fail(err, errlen, "%s", sf_accounts_unsupported);
         if (!*s)
-                return fail(err, errlen, "empty value, " USER_EXPECTED);
+                return sf_conf_fail(err, errlen, "empty value, " USER_EXPECTED);
         r = parse_id(s, &id);
         if (r < 0)
-                return fail(err, errlen, "\"%s\" is not a valid UID, expected a number below 4294967295", s);
+                return sf_conf_fail(err, errlen, "\"%s\" is not a valid UID, expected a number below 4294967295", s);
         if (r > 0) {
                 /* A uid without a passwd entry is fine (containers often run as one); its
                  * group is then the same number, as docker run --user UID does. */
                 r = sf_account_user(NULL, (uid_t)id, &u, &g);
                 if (r < 0)
-                        return fail(err, errlen, "cannot look up UID %s: %s", s, strerror(-r));
+                        return sf_conf_fail(err, errlen, "cannot look up UID %s: %s", s, strerror(-r));
                 *uid = (uid_t)id;
                 *gid = r > 0 ? g : (gid_t)id;
                 return 0;
@@ -182,9 +172,9 @@ int sf_user_parse(const char *s, uid_t *uid, gid_t *gid, char *err, size_t errle
         /* Writes *uid and *gid only when it finds the user. */
         r = sf_account_user(s, 0, uid, gid);
         if (r < 0)
-                return fail(err, errlen, "cannot look up user \"%s\": %s", s, strerror(-r));
+                return sf_conf_fail(err, errlen, "cannot look up user \"%s\": %s", s, strerror(-r));
         if (r == 0)
-                return fail(err, errlen, "no such user \"%s\", " USER_EXPECTED, s);
+                return sf_conf_fail(err, errlen, "no such user \"%s\", " USER_EXPECTED, s);
         return 0;
 }
 
@@ -193,12 +183,12 @@ int sf_group_parse(const char *s, gid_t *gid, char *err, size_t errlen) {
         int r;
 
         if (sf_accounts_unsupported)
-                return fail(err, errlen, "%s", sf_accounts_unsupported);
+                return sf_conf_fail(err, errlen, "%s", sf_accounts_unsupported);
         if (!*s)
-                return fail(err, errlen, "empty value, " GROUP_EXPECTED);
+                return sf_conf_fail(err, errlen, "empty value, " GROUP_EXPECTED);
         r = parse_id(s, &id);
         if (r < 0)
-                return fail(err, errlen, "\"%s\" is not a valid GID, expected a number below 4294967295", s);
+                return sf_conf_fail(err, errlen, "\"%s\" is not a valid GID, expected a number below 4294967295", s);
         if (r > 0) {
                 *gid = (gid_t)id;
                 return 0;
@@ -206,9 +196,9 @@ int sf_group_parse(const char *s, gid_t *gid, char *err, size_t errlen) {
         /* Writes *gid only when it finds the group. */
         r = sf_account_group(s, gid);
         if (r < 0)
-                return fail(err, errlen, "cannot look up group \"%s\": %s", s, strerror(-r));
+                return sf_conf_fail(err, errlen, "cannot look up group \"%s\": %s", s, strerror(-r));
         if (r == 0)
-                return fail(err, errlen, "no such group \"%s\", " GROUP_EXPECTED, s);
+                return sf_conf_fail(err, errlen, "no such group \"%s\", " GROUP_EXPECTED, s);
         return 0;
 }
 
@@ -223,11 +213,11 @@ int sf_user_group_parse(const char *s, uid_t *uid, gid_t *gid, char *err, size_t
                 return sf_user_parse(s, uid, gid, err, errlen);
         size_t n = (size_t)(colon - s);
         if (n == 0)
-                return fail(err, errlen, "\"%s\" has an empty user, " USER_GROUP_EXPECTED, s);
+                return sf_conf_fail(err, errlen, "\"%s\" has an empty user, " USER_GROUP_EXPECTED, s);
         if (!colon[1])
-                return fail(err, errlen, "\"%s\" has an empty group, " USER_GROUP_EXPECTED, s);
+                return sf_conf_fail(err, errlen, "\"%s\" has an empty group, " USER_GROUP_EXPECTED, s);
         if (n >= sizeof user)
-                return fail(err, errlen, "\"%.32s...\": user name is too long, " USER_GROUP_EXPECTED, s);
+                return sf_conf_fail(err, errlen, "\"%.32s...\": user name is too long, " USER_GROUP_EXPECTED, s);
         memcpy(user, s, n);
         user[n] = '\0';
         if (sf_user_parse(user, &u, &g, err, errlen) < 0 || sf_group_parse(colon + 1, &g, err, errlen) < 0)

@@ -6,7 +6,12 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-/* "250ms", "5s", "2m", "1h"; a bare number is seconds. */
+/* The longest duration any setting takes. No timeout needs more than a day, and the cap keeps
+ * every deadline (now + a duration, or a sum of two) far inside 64 bits, and inside the
+ * signed 64-bit milliseconds some callers count in. */
+#define SF_DURATION_MAX_MS (24 * 60 * 60 * 1000ull)
+
+/* "250ms", "5s", "2m", "1h"; a bare number is seconds; at most SF_DURATION_MAX_MS. */
 int sf_duration_parse(const char *s, uint64_t *ms, char *err, size_t errlen);
 /* Octal permission bits, "0660" or "660", no file-type bits. */
 int sf_mode_parse(const char *s, mode_t *mode, char *err, size_t errlen);

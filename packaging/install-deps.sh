@@ -3,8 +3,8 @@
 set -euo pipefail
 pkgs=(
         meson ninja-build pkg-config gcc clang libclang-rt-14-dev
-        libuv1-dev libinih-dev libcap-ng-dev libsodium-dev libcriterion-dev
-        python3 socat curl iproute2 util-linux procps valgrind musl-tools
+        libuv1-dev libinih-dev libcap-ng-dev libsodium-dev libnghttp2-dev libcriterion-dev
+        python3 python3-h2 socat curl iproute2 util-linux procps valgrind musl-tools
         systemd scdoc gnuplot-nox
         libseccomp-dev binutils
         dpkg-dev debhelper lintian fakeroot rpm

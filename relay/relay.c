@@ -51,6 +51,10 @@ size_t sf_relay_n_forwards(const struct sf_relay *relay) {
         return relay->n_fwds;
 }
 
+const struct sf_listener *sf_relay_listener(const struct sf_relay *relay, size_t forward) {
+        return forward < relay->n_fwds ? &relay->fwds[forward].listener : NULL;
+}
+
 const struct sf_relay_stats *sf_relay_stats_get(const struct sf_relay *relay, size_t forward) {
         return forward < relay->n_fwds ? &relay->fwds[forward].stats : NULL;
 }

@@ -56,4 +56,9 @@ void sf_relay_run(uv_loop_t *loop, struct sf_relay *relay);
 void sf_relay_free(struct sf_relay *relay);
 
 size_t sf_relay_n_forwards(const struct sf_relay *relay);
+struct sf_listener;
+/* The listener of forward (relay/listen/listener.h): between sf_relay_bind and sf_relay_start
+ * its fd is the listening socket (a passed one keeps its number), and a unix socket's pinned
+ * directory is its dirfd. NULL past the last forward. */
+const struct sf_listener *sf_relay_listener(const struct sf_relay *relay, size_t forward);
 const struct sf_relay_stats *sf_relay_stats_get(const struct sf_relay *relay, size_t forward);

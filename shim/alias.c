@@ -42,9 +42,14 @@ static enum sf_alias_result mount_point(const struct sf_forward *f) {
         return SF_ALIAS_MOUNT_POINT;
 }
 
+/* Something appeared at the path after it was examined (a sticky directory lets others create
+ * names in it): it is examined again (sf_alias_apply). */
+#define RACED ((enum sf_alias_result)-1)
+#define RACE_TRIES 3
+
 static enum sf_alias_result create_link(const struct sf_forward *f, const struct at *a) {
         if (symlinkat(f->listen.path, a->dirfd, a->base) < 0)
-                return link_failed(f, "cannot create the link", errno);
+                return errno == EEXIST ? RACED : link_failed(f, "cannot create the link", errno);
         return linked(f, "was missing");
 }
 
@@ -57,29 +62,69 @@ static enum sf_alias_result replace_dir(const struct sf_forward *f, const struct
                 return link_failed(f, "cannot remove the empty directory", errno);
         }
         if (symlinkat(f->listen.path, a->dirfd, a->base) < 0)
-                return link_failed(f, "cannot create the link", errno);
+                return errno == EEXIST ? RACED : link_failed(f, "cannot create the link", errno);
         return linked(f, "was an empty directory");
 }
 
-/* The stale socket is swapped for the link in one rename(), so a client never finds the path
- * missing. */
+/* Puts the link where base is in one rename(), so a client never finds the path missing nor
+ * what was there. 0 or -errno (not logged). */
+static int swap_in_link(const struct sf_forward *f, const struct at *a) {
+        char tmp[NAME_MAX + 1];
+        snprintf(tmp, sizeof tmp, ".%.200s.sockferry-%ld", a->base, (long)getpid());
+        unlinkat(a->dirfd, tmp, 0);
+        if (symlinkat(f->listen.path, a->dirfd, tmp) < 0)
+                return -errno;
+        if (renameat(a->dirfd, tmp, a->dirfd, a->base) < 0) {
+                int err = errno;
+                unlinkat(a->dirfd, tmp, 0);
+                return -err;
+        }
+        return 0;
+}
+
 static enum sf_alias_result replace_socket(const struct sf_forward *f, const struct at *a) {
         if (sf_sockpath_is_mount_point(a->base)) {
                 sf_log(SF_LOG_WARN, f->name, 0, "alias %s: a bind-mounted socket nothing accepts on; left alone, clients there are redirected by the preload library",
                        f->alias);
                 return SF_ALIAS_MOUNT_POINT;
         }
-        char tmp[NAME_MAX + 1];
-        snprintf(tmp, sizeof tmp, ".%.200s.sockferry-%ld", a->base, (long)getpid());
-        unlinkat(a->dirfd, tmp, 0);
-        if (symlinkat(f->listen.path, a->dirfd, tmp) < 0)
-                return link_failed(f, "cannot create the link", errno);
-        if (renameat(a->dirfd, tmp, a->dirfd, a->base) < 0) {
-                int err = errno;
-                unlinkat(a->dirfd, tmp, 0);
-                return link_failed(f, "cannot replace the stale socket", err);
-        }
+        int r = swap_in_link(f, a);
+        if (r < 0)
+                return link_failed(f, "cannot replace the stale socket", -r);
         return linked(f, "was a stale socket");
+}
+
+/* Whether what is at the path is someone else's way in: a socket or a link whose owner the
+ * policy does not trust (in a sticky directory such as /tmp anyone may put one there), where
+ * clients of the alias would reach whoever made it. A bind-mounted socket is not: nobody but
+ * the container's engine can put a mount there, and the host decides who owns the socket. */
+static bool is_foreign(const struct sf_safedir_policy *trust, const struct stat *st, const char *base) {
+        if (sf_safedir_owner_ok(trust, st->st_uid))
+                return false;
+        return S_ISLNK(st->st_mode) || (S_ISSOCK(st->st_mode) && !sf_sockpath_is_mount_point(base));
+}
+
+/* A foreign socket or link is never used: the link to the listen socket replaces it (in a
+ * sticky directory only root may replace another user's entry); where that is not possible
+ * run must not start, since its clients would talk to that user. */
+static enum sf_alias_result replace_foreign(const struct sf_forward *f, const struct at *a, const struct stat *st) {
+        char owner[96];
+        const char *what = S_ISLNK(st->st_mode) ? "symbolic link" : "socket";
+        sf_safedir_user_name(st->st_uid, owner, sizeof owner);
+        int r = swap_in_link(f, a);
+        if (r < 0) {
+                sf_log(SF_LOG_ERROR, f->name, 0,
+                       "alias %s: a %s owned by %s is at the path and cannot be replaced (%s); clients there would "
+                       "reach that user's process, so nothing is started. Remove it (rm %s), or put the alias "
+                       "where only root and the relay's user can create files",
+                       f->alias, what, owner, strerror(-r), f->alias);
+                return SF_ALIAS_FOREIGN;
+        }
+        sf_log(SF_LOG_WARN, f->name, 0,
+               "alias %s: a %s owned by %s was at the path, a user the relay does not trust; replaced by a link to "
+               "%s, so clients never reach it",
+               f->alias, what, owner, f->listen.path);
+        return SF_ALIAS_LINKED;
 }
 
 static enum sf_alias_result check_link(const struct sf_forward *f, const struct at *a) {
@@ -95,9 +140,13 @@ static enum sf_alias_result check_link(const struct sf_forward *f, const struct 
         return SF_ALIAS_LEFT;
 }
 
-static enum sf_alias_result apply_at(const struct sf_forward *f, const struct at *a) {
+static enum sf_alias_result apply_at(const struct sf_forward *f, const struct sf_safedir_policy *trust,
+                                     const struct at *a) {
         struct stat st;
-        if (fstatat(a->dirfd, a->base, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
+        bool there = fstatat(a->dirfd, a->base, &st, AT_SYMLINK_NOFOLLOW) == 0;
+        if (there && is_foreign(trust, &st, a->base))
+                return replace_foreign(f, a, &st);
+        if (there && S_ISLNK(st.st_mode))
                 return check_link(f, a);
         if (same_file(a, f->listen.path))
                 return SF_ALIAS_IS_LISTEN;
@@ -146,7 +195,17 @@ enum sf_alias_result sf_alias_apply(const struct sf_forward *f, const struct sf_
         if (a.dirfd < 0)
                 return link_failed(f, "cannot open its directory", -a.dirfd);
         int cwd = sf_safedir_enter(a.dirfd);
-        enum sf_alias_result r = cwd < 0 ? link_failed(f, "cannot enter its directory", -cwd) : apply_at(f, &a);
+        enum sf_alias_result r = cwd < 0 ? link_failed(f, "cannot enter its directory", -cwd) : RACED;
+        for (int tries = 0; r == RACED && tries < RACE_TRIES; tries++)
+                r = apply_at(f, &trust, &a);
+        if (r == RACED) {
+                sf_log(SF_LOG_ERROR, f->name, 0,
+                       "alias %s: something else kept creating the path while it was examined (%d times); nothing "
+                       "is started. Find out what else manages it, or put the alias where only root and the "
+                       "relay's user can create files",
+                       f->alias, RACE_TRIES);
+                r = SF_ALIAS_FOREIGN;
+        }
         if (cwd >= 0)
                 sf_safedir_leave(cwd);
         close(a.dirfd);

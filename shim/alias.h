@@ -13,10 +13,13 @@ enum sf_alias_result {
         SF_ALIAS_LEFT,        /* a file, a non-empty directory or another link: left alone */
         SF_ALIAS_FAILED,      /* the link could not be put in place */
         SF_ALIAS_UNSAFE,      /* a directory or link on the way is not safe: refused, logged */
+        SF_ALIAS_FOREIGN,     /* another user's socket or link is there and cannot be replaced */
 };
 
 /* Looks at f->alias (which must be set) and puts a link to the listen socket there when the path is
- * missing, an empty directory that is not a mount point, or a socket nothing listens on. The
+ * missing, an empty directory that is not a mount point, a socket nothing listens on, or a socket
+ * or link that a user the policy does not trust owns (never left for clients to use: when it
+ * cannot be replaced, SF_ALIAS_FOREIGN). The
  * alias's directories must pass the same policy as a listen path's (relay/listen/safedir.h, with
  * c's `user`). Logs what it found and did. Call after the listen socket is bound, at start-up only
  * (it changes the working directory for a moment). */

@@ -10,6 +10,7 @@
 
 #include "conf/log.h"
 #include "relay/control/control.h"
+#include "relay/listen/listener.h"
 #include "relay/relay.h"
 #include "relay/sys/sandbox.h"
 #include "shim/cli.h"
@@ -75,6 +76,26 @@ static void on_fatal(struct sf_relay *relay, int err, void *data) {
         struct relay_main *m = data;
         m->failed = true;
         sf_relay_stop(relay, m->conf->drain_timeout_ms, on_stopped, m);
+}
+
+/* Landlock for the directories the relay's sockets are in (relay/sys/sandbox.h), while the
+ * process has one thread. 0 or -errno, logged. */
+static int sandbox_confine(const struct relay_main *m) {
+        size_t n = sf_relay_n_forwards(m->relay), k = 0;
+        int *dirs = calloc(n + 1, sizeof *dirs);
+        if (!dirs) {
+                sf_log_error("seccomp sandbox: out of memory");
+                return -ENOMEM;
+        }
+        for (size_t i = 0; i <= n; i++) {
+                const struct sf_listener *l = i < n ? sf_relay_listener(m->relay, i)
+                                              : m->control ? sf_control_listener(m->control) : NULL;
+                if (l && l->owned)
+                        dirs[k++] = l->dirfd;
+        }
+        int r = sf_sandbox_confine(dirs, k);
+        free(dirs);
+        return r;
 }
 
 static void on_signal(uv_signal_t *s, int signum) {
@@ -155,7 +176,10 @@ int sf_cmd_relay(int argc, char **argv) {
                 status = r == -EPERM ? SF_EX_CONFIG : 1;
                 goto out;
         }
-        if (sf_privs_drop(&conf) < 0 || sf_relay_start(m.relay) < 0) {
+        /* Before the relay starts, which may start libuv's threadpool (a name to resolve). */
+        int confined = prepared == 0 ? sandbox_confine(&m) : -ENOSYS;
+        if (sf_privs_drop(&conf) < 0 || (confined < 0 && confined != -ENOSYS && confined != -ENOTSUP) ||
+            sf_relay_start(m.relay) < 0) {
                 status = 1;
                 goto out;
         }

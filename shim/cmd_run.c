@@ -11,6 +11,7 @@
 #include <uv.h>
 
 #include "relay/control/control.h"
+#include "relay/listen/listener.h"
 #include "relay/relay.h"
 #include "shim/alias.h"
 #include "shim/cli.h"
@@ -158,7 +159,8 @@ static void privs_limit(const struct sf_conf *c) {
 }
 
 /* Links every alias and warns when clients there need the preload library and will not
- * have it. Returns SF_EX_CONFIG when an alias lies in a directory others could change. */
+ * have it. Returns SF_EX_CONFIG when an alias lies in a directory others could change, EX_START
+ * when another user's socket or link holds it and cannot be replaced. */
 static int aliases_apply(const struct sf_conf *c, bool have_preload) {
         for (size_t i = 0; i < c->n_forwards; i++) {
                 const struct sf_forward *f = &c->forwards[i];
@@ -167,6 +169,8 @@ static int aliases_apply(const struct sf_conf *c, bool have_preload) {
                 enum sf_alias_result r = sf_alias_apply(f, c);
                 if (r == SF_ALIAS_UNSAFE)
                         return SF_EX_CONFIG;
+                if (r == SF_ALIAS_FOREIGN)
+                        return EX_START;
                 if (sf_alias_needs_preload(r) && !have_preload)
                         sf_log(SF_LOG_WARN, f->name, 0,
                                "alias %s: clients that connect there will fail without the preload library, which is not in use (install it, or drop --no-preload)",
@@ -239,6 +243,21 @@ static void on_relay_fatal(struct sf_relay *relay, int err, void *data) {
         relay_failed(data);
 }
 
+/* The forwards took their passed sockets: the payload gets none of them, nor the variables
+ * about them and the service manager's notify socket (shim/env.h). */
+static bool relay_listens_on(int fd, void *data) {
+        const struct sf_relay *relay = data;
+        for (size_t i = 0; relay && i < sf_relay_n_forwards(relay); i++)
+                if (sf_relay_listener(relay, i)->fd == fd)
+                        return true;
+        return false;
+}
+
+static void activation_clear(struct run *run) {
+        sf_notify_keep();
+        sf_env_activation_clear(relay_listens_on, run->relay);
+}
+
 /* Everything before the payload starts; returns 0 or the exit status. */
 static int prepare(uv_loop_t *loop, struct sf_conf *c, const struct options *o, struct run *run) {
         char preload[PATH_MAX];
@@ -257,6 +276,7 @@ static int prepare(uv_loop_t *loop, struct sf_conf *c, const struct options *o, 
         int status = relay_open(loop, c, run);
         if (status)
                 return status;
+        activation_clear(run);
         if ((status = aliases_apply(c, have_preload)))
                 return status;
         if (sf_env_export(c) < 0)

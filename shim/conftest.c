@@ -3,6 +3,7 @@
 #include <netdb.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -91,6 +92,24 @@ static bool token_seen(const struct sf_conf *c, size_t i, const char *file) {
         return false;
 }
 
+/* The control socket, as sf_control_new would bind it (relay/control/control.h): its place
+ * checked, and one line that says where it is. 0 or -EPERM (logged). */
+static int control_test(const struct sf_conf *c) {
+        struct sf_forward *f = calloc(1, sizeof *f);
+        if (!f) {
+                sf_log_error("control %s: out of memory", c->control.text);
+                return -ENOMEM;
+        }
+        snprintf(f->name, sizeof f->name, "control");
+        f->listen = c->control;
+        int r = f->listen.kind == SF_EP_UNIX ? sf_listener_place_check(f, c) : 0;
+        if (f->listen.kind == SF_EP_UNIX)
+                listen_test(f);
+        free(f);
+        printf("control: listen %s (sockferry stats)\n", c->control.text);
+        return r;
+}
+
 int sf_cli_conf_test(const struct sf_conf *c) {
         int status = 0;
         for (size_t i = 0; i < c->n_forwards; i++) {
@@ -100,6 +119,8 @@ int sf_cli_conf_test(const struct sf_conf *c) {
                         status = SF_EX_CONFIG;
                 if (sf_listener_place_check(f, c) == -EPERM)
                         status = SF_EX_CONFIG;
+                if ((f->listen.kind == SF_EP_SYSTEMD || f->listen.kind == SF_EP_FD) && sf_listener_passed_test(f) < 0)
+                        status = SF_EX_CONFIG;
                 listen_test(f);
                 char connect[2048] = "";
                 for (size_t j = 0; j < f->n_connect; j++)
@@ -108,6 +129,8 @@ int sf_cli_conf_test(const struct sf_conf *c) {
                        f->auth == SF_AUTH_TOKEN ? "token" : "none", token_file ? " (token-file " : "",
                        token_file ? token_file : "", token_file ? ")" : "");
         }
+        if (c->control_set && control_test(c) < 0)
+                status = SF_EX_CONFIG;
         if (status == 0)
                 printf("configuration OK: %zu forward%s, nothing bound\n", c->n_forwards, c->n_forwards == 1 ? "" : "s");
         fflush(stdout);

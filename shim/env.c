@@ -194,3 +194,26 @@ int sf_env_preload_export(const struct sf_conf *c, const char *lib) {
                 return r;
         return env_set(NULL, "SOCKFERRY_PRELOAD_MAP", map);
 }
+
+/* sd_listen_fds(3): the first passed descriptor. */
+#define LISTEN_FDS_START 3
+
+int sf_env_activation_clear(bool (*in_use)(int fd, void *data), void *data) {
+        const char *pid = getenv("LISTEN_PID"), *fds = getenv("LISTEN_FDS");
+        int closed = 0;
+        if (pid && fds && strtol(pid, NULL, 10) == (long)getpid()) {
+                long n = strtol(fds, NULL, 10);
+                for (long i = 0; i < n && i < INT_MAX - LISTEN_FDS_START; i++) {
+                        int fd = LISTEN_FDS_START + (int)i;
+                        if (!in_use(fd, data) && close(fd) == 0)
+                                closed++;
+                }
+                if (closed)
+                        sf_log_debug("socket activation: closed %d passed socket%s no forward listens on", closed,
+                                     closed == 1 ? "" : "s");
+        }
+        static const char *const vars[] = { "LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES", "NOTIFY_SOCKET" };
+        for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+                unsetenv(vars[i]);
+        return closed;
+}

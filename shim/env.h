@@ -35,3 +35,12 @@ int sf_env_ld_preload_add(const char *list, const char *lib, char *buf, size_t l
 
 /* Adds lib to LD_PRELOAD and sets SOCKFERRY_PRELOAD_MAP. Returns 0 or -errno, logged. */
 int sf_env_preload_export(const struct sf_conf *c, const char *lib);
+
+/* Socket activation (sd_listen_fds(3)) hands this process listening sockets from fd 3 on and
+ * describes them in LISTEN_PID, LISTEN_FDS and LISTEN_FDNAMES. Once the forwards took theirs,
+ * closes every passed socket for which in_use(fd, data) is false (when LISTEN_PID names this
+ * process: otherwise the descriptors are not the protocol's), and unsets those variables and
+ * NOTIFY_SOCKET: they name run, not the payload, which would inherit sockets nobody serves and
+ * could answer the service manager in run's name (run keeps its notify socket: shim/notify.h).
+ * Returns the number of descriptors closed. */
+int sf_env_activation_clear(bool (*in_use)(int fd, void *data), void *data);

@@ -16,6 +16,7 @@ static const struct {
         { "check", sf_cmd_check },
         { "probe", sf_cmd_probe },
         { "stats", sf_cmd_stats },
+        { "version", sf_cmd_version },
 };
 
 static void help(FILE *out) {
@@ -36,7 +37,8 @@ static void help(FILE *out) {
               "  probe PATH          explain what is at a socket path (exit 0 live ... 4 other)\n"
               "  stats [-c FILE | --control PATH] [--format text|json|prometheus]\n"
               "                      counters of a running relay\n"
-              "  help COMMAND        show a command's help\n"
+              "  version             version, engine, libuv, sandbox, platform, build (for bug reports)\n"
+              "  help COMMAND        show a command's help (also --help COMMAND, -h COMMAND)\n"
               "\n"
               "  -F NAME:LISTEN=CONNECT[|CONNECT...][,key=value]...\n"
               "      e.g. -F docker:unix:/run/docker.sock=tcp:host.docker.internal:2375\n"
@@ -54,6 +56,10 @@ static bool is_version(const char *arg) {
         return strcmp(arg, "-V") == 0 || strcmp(arg, "--version") == 0;
 }
 
+static bool is_help(const char *arg) {
+        return strcmp(arg, "help") == 0 || strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0;
+}
+
 int main(int argc, char **argv) {
         if (argc < 2) {
                 help(stderr);
@@ -61,12 +67,15 @@ int main(int argc, char **argv) {
         }
         const char *cmd = argv[1];
         bool want_help = false;
-        if (strcmp(cmd, "help") == 0 && argc == 3) {
+        /* help COMMAND, --help COMMAND and -h COMMAND are one request. */
+        if (is_help(cmd) && argc == 3 && !is_help(argv[2])) {
                 cmd = argv[2];
                 want_help = true;
-        } else if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
+        } else if (is_help(cmd)) {
+                if (argc > 3)
+                        return sf_cli_usage_error("help", "expected at most one COMMAND");
                 help(stdout);
-                return argc == 2 ? 0 : sf_cli_usage_error("help", "expected at most one COMMAND");
+                return 0;
         }
         /* Every command takes --version; those that parse their own options take it anywhere,
          * the others (probe PATH, keygen) right after the command's name. */

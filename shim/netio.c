@@ -2,11 +2,13 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -35,6 +37,29 @@ static int wait_for(int fd, short events, int64_t deadline) {
         }
 }
 
+/* A unix socket whose listen backlog is full refuses a non-blocking connect with EAGAIN at
+ * once, where a blocking one waits for room: this one waits, until deadline at most (a
+ * connect's wait is bounded by SO_SNDTIMEO), so that a flood of other clients, which the
+ * server turns away one by one, does not fail it. 0 or -errno. */
+static int connect_unix_waiting(int fd, const struct sockaddr *sa, socklen_t len, int64_t deadline) {
+        int64_t left = deadline - sf_netio_now_ms();
+        if (left <= 0)
+                return -ETIMEDOUT;
+        struct timeval tv = { .tv_sec = (time_t)(left / 1000), .tv_usec = (suseconds_t)(left % 1000 * 1000) };
+        int fl = fcntl(fd, F_GETFL);
+        if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0 ||
+            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) < 0)
+                return -errno;
+        int r = 0;
+        while ((r = connect(fd, sa, len) < 0 ? -errno : 0) == -EINTR)
+                ;
+        struct timeval none = { 0 };
+        if (fcntl(fd, F_SETFL, fl) < 0 || setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &none, sizeof none) < 0)
+                return r < 0 ? r : -errno;
+        /* The wait ran out. */
+        return r == -EAGAIN || r == -EWOULDBLOCK || r == -EINPROGRESS ? -ETIMEDOUT : r;
+}
+
 /* A non-blocking connect to one address, finished within deadline. fd or -errno. */
 static int connect_one(const struct sockaddr *sa, socklen_t len, int64_t deadline) {
         int fd = sf_socket(sa->sa_family, SOCK_STREAM);
@@ -43,6 +68,8 @@ static int connect_one(const struct sockaddr *sa, socklen_t len, int64_t deadlin
         int r = 0;
         if (connect(fd, sa, len) < 0) {
                 r = -errno;
+                if (r == -EAGAIN && sa->sa_family == AF_UNIX)
+                        r = connect_unix_waiting(fd, sa, len, deadline);
                 if (r == -EINPROGRESS && (r = wait_for(fd, POLLOUT, deadline)) == 0) {
                         int e = 0;
                         socklen_t elen = sizeof e;

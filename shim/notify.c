@@ -1,7 +1,9 @@
 #include "shim/notify.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -10,8 +12,20 @@
 
 #include "relay/sys/platform.h"
 
-int sf_notify(const char *state) {
+/* NOTIFY_SOCKET as sf_notify_keep() found it. */
+static char kept[4096];
+static bool is_kept;
+
+void sf_notify_keep(void) {
         const char *path = getenv("NOTIFY_SOCKET");
+        if (is_kept || !path)
+                return;
+        snprintf(kept, sizeof kept, "%s", path);
+        is_kept = true;
+}
+
+int sf_notify(const char *state) {
+        const char *path = is_kept ? kept : getenv("NOTIFY_SOCKET");
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         if (!path || !path[0])
                 return 0;

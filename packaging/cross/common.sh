@@ -1,7 +1,7 @@
 # Shared by the cross-builds on Linux, packaging/macos/build.sh and packaging/windows/build.sh
 # (sourced, bash): their command line, the cache, the toolchain, Debian's source packages of
-# libuv, libsodium and inih, the builds of libsodium and inih, sockferry's meson cross build,
-# all targets at once with one log each.
+# libuv, libsodium, inih and nghttp2, the builds of those libraries, sockferry's meson cross
+# build, all targets at once with one log each.
 #
 # The sourcing script sets, before sourcing:
 #   cross_os       macos | windows: names the default cache, ~/.cache/sockferry-$cross_os
@@ -178,10 +178,11 @@ cross_sources() {
         say "sources: apt-get update ($(awk '{print $(NF-2), $(NF-1)}' "$apt_dir/sources.list" | paste -sd, -))"
         apt-get "${apt_opts[@]}" update >"$apt_dir/update.log" 2>&1 || {
                 cat "$apt_dir/update.log" >&2; echo "$0: apt-get update of the deb-src entries failed" >&2; exit 1; }
-        for pkg in libuv1 libsodium libinih; do
+        for pkg in libuv1 libsodium libinih nghttp2; do
                 fetch_sources "$pkg"
         done
-        say "sources: libuv1 ${version[libuv1]}, libsodium ${version[libsodium]}, libinih ${version[libinih]}"
+        say "sources: libuv1 ${version[libuv1]}, libsodium ${version[libsodium]}, libinih ${version[libinih]}," \
+                "nghttp2 ${version[nghttp2]}"
         # Debian's libsodium source is the upstream git tree: configure is generated (as
         # dh_autoreconf does).
         if [ ! -x "${srcdir[libsodium]}/configure" ]; then
@@ -192,8 +193,9 @@ cross_sources() {
 }
 
 # ---- dependencies, per target -----------------------------------------------------------------
-# write_pc PREFIX NAME DESCRIPTION VERSION LIBS: a pkg-config file for a static library the
-# prefix holds alone; LIBS carries what it needs from the system.
+# write_pc PREFIX NAME DESCRIPTION VERSION LIBS [CFLAGS]: a pkg-config file for a static
+# library the prefix holds alone; LIBS carries what it needs from the system, CFLAGS what its
+# users must define.
 write_pc() {
         mkdir -p "$1/lib/pkgconfig"
         cat >"$1/lib/pkgconfig/$2.pc" <<EOF
@@ -202,7 +204,7 @@ Name: $2
 Description: $3
 Version: ${4%%-*}
 Libs: -L\${prefix}/lib $5
-Cflags: -I\${prefix}/include
+Cflags: -I\${prefix}/include ${6:-}
 EOF
 }
 
@@ -253,9 +255,37 @@ build_libuv() {
                 "${version[libuv1]}" "-luv $uv_libs"
 }
 
+# nghttp2: the library part of its tree (lib/*.c), as its lib-only build makes it, with the
+# checks of its configure answered for the target; nghttp2ver.h from its template. Users of
+# the static archive define NGHTTP2_STATICLIB (else Windows' headers import it from a DLL).
+build_nghttp2() {
+        local t=$1 prefix=$2 d=$cache/$1/nghttp2 s=${srcdir[nghttp2]}/lib h v num defs
+        h=$(cross_host "$t")
+        v=${version[nghttp2]#*:}
+        v=${v%%-*}
+        num=$(echo "$v" | awk -F. '{ printf "0x%02x%02x%02x", $1, $2, $3 }')
+        defs=(-DNGHTTP2_STATICLIB -DHAVE_TIME_H)
+        if [ "$cross_os" = windows ]; then
+                defs+=(-DHAVE_SYSINFOAPI_H -DHAVE_GETTICKCOUNT64)
+        else
+                defs+=(-DHAVE_ARPA_INET_H -DHAVE_NETINET_IN_H -DHAVE_CLOCK_GETTIME)
+        fi
+        rm -rf "$d"
+        mkdir -p "$d" "$prefix/lib" "$prefix/include/nghttp2"
+        sed -e "s/@PACKAGE_VERSION@/$v/" -e "s/@PACKAGE_VERSION_NUM@/$num/" \
+                "$s/includes/nghttp2/nghttp2ver.h.in" >"$prefix/include/nghttp2/nghttp2ver.h"
+        cp "$s/includes/nghttp2/nghttp2.h" "$prefix/include/nghttp2/"
+        (cd "$s" && ls nghttp2_*.c) | xargs -P "$jobs" -I{} sh -c \
+                'f=$1 s=$2 d=$3; shift 3; exec "$@" -c "$s/$f" -o "$d/${f%.c}.o"' \
+                sh {} "$s" "$d" "$h-cc" -O2 -Wall -I"$prefix/include" -I"$s" "${defs[@]}"
+        rm -f "$prefix/lib/libnghttp2.a"
+        "$h-ar" rcs "$prefix/lib/libnghttp2.a" "$d"/*.o
+        write_pc "$prefix" libnghttp2 "HTTP/2 C library" "$v" -lnghttp2 -DNGHTTP2_STATICLIB
+}
+
 cross_build_deps() {
         local t=$1 prefix=$cache/$1/prefix pkg stamp
-        for pkg in libuv1 libsodium libinih; do
+        for pkg in libuv1 libsodium libinih nghttp2; do
                 stamp=$cache/$t/stamp-$pkg-${version[$pkg]}-$script_sum
                 [ -f "$stamp" ] && continue
                 rm -f "$cache/$t/stamp-$pkg-"*
@@ -264,6 +294,7 @@ cross_build_deps() {
                 libuv1) build_libuv "$t" "$prefix" ;;
                 libsodium) build_libsodium "$t" "$prefix" ;;
                 libinih) build_inih "$t" "$prefix" ;;
+                nghttp2) build_nghttp2 "$t" "$prefix" ;;
                 esac
                 touch "$stamp"
         done

@@ -15,6 +15,7 @@ class Sockferry < Formula
   depends_on "pkg-config" => :build
   depends_on "scdoc" => :build
   depends_on "inih"
+  depends_on "libnghttp2"
   depends_on "libsodium"
   depends_on "libuv"
 

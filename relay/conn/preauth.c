@@ -32,7 +32,7 @@ bool sf_conn_preauth_enter(struct sf_conn *c) {
         struct sf_preauth *pa = &c->fwd->preauth;
         if (!pa->tab) {
                 const struct sf_forward *f = c->fwd->conf;
-                size_t max = f->preauth_max ? f->preauth_max : 4 * (size_t)f->max_conns;
+                size_t max = f->preauth_max;
                 /* Unauthenticated peers get a quarter of the descriptors at most: the rest stay
                  * for the connections that authenticate and for their upstream sockets. */
                 struct rlimit rl;

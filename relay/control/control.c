@@ -15,8 +15,16 @@
 
 /* A client that connects and says nothing must not hold a slot for long. */
 #define REQUEST_TIMEOUT_MS 2000
-/* Requests are rare (a scraper, a person): a few at a time is plenty, more are turned away. */
+/* Requests are rare (a scraper, a person): a few at a time is plenty, more are turned away.
+ * Only admitted clients (root, the relay's user) count: a refused peer is closed at once and
+ * never takes a place, so nobody else can keep them from their stats; admitted clients that
+ * say nothing go after REQUEST_TIMEOUT_MS. */
 #define MAX_CLIENTS 8
+/* Connections accepted in one loop turn at most. libuv accepts until the backlog is empty, and
+ * under a flood of refused peers it would not be empty for long: the admitted clients' reads
+ * and timers would wait behind it. Past the batch a connection is taken on the next turn
+ * (libuv stops watching the listener until uv_accept takes what it holds). */
+#define ACCEPT_BATCH 16
 /* Clients beyond MAX_CLIENTS are accepted and closed, not left to fail with EAGAIN. */
 #define LISTEN_BACKLOG 128
 #define REQUEST_EXPECTED "expected \"stats [text|json|prometheus]\""
@@ -32,6 +40,7 @@ struct client {
         uv_shutdown_t shutdown_req;
         unsigned pending_closes;
         bool closing;
+        bool admitted; /* counted in ctl->n_admitted */
         bool answered;
         char line[SF_CONTROL_LINE_MAX];
         size_t len;
@@ -43,7 +52,13 @@ struct sf_control {
         const struct sf_conf *conf;
         const struct sf_relay *relay;
         struct sf_listener listener; /* serves through a libuv stream of its own */
-        struct sf_list clients;
+        struct sf_list clients; /* every client until its handles are closed */
+        unsigned n_admitted;    /* of them: admitted and not closing */
+        uv_prepare_t turn;      /* each loop turn: a new batch, and the connection held back */
+        bool turn_open;         /* until its close callback */
+        uv_stream_t *server;    /* the listener's stream, once it reported a connection */
+        unsigned accepted;      /* this turn */
+        bool held;              /* a connection waits in libuv for the next turn */
         bool closing;
         unsigned long long refused; /* connections from another user, in all */
         uint64_t refused_logged_at; /* uv_now of the last line about them; 0: none yet */
@@ -89,8 +104,14 @@ int sf_control_request_parse(const char *buf, size_t len, enum sf_stats_format *
 }
 
 static void control_maybe_free(struct sf_control *ctl) {
-        if (ctl->closing && sf_list_empty(&ctl->clients))
+        if (ctl->closing && !ctl->turn_open && sf_list_empty(&ctl->clients))
                 free(ctl);
+}
+
+static void on_turn_closed(uv_handle_t *h) {
+        struct sf_control *ctl = h->data;
+        ctl->turn_open = false;
+        control_maybe_free(ctl);
 }
 
 static void on_client_closed(uv_handle_t *h) {
@@ -108,6 +129,10 @@ static void client_close(struct client *cl) {
         if (cl->closing)
                 return;
         cl->closing = true;
+        if (cl->admitted) {
+                cl->admitted = false;
+                cl->ctl->n_admitted--;
+        }
         cl->pending_closes = 2;
         uv_close((uv_handle_t *)&cl->pipe, on_client_closed);
         uv_close((uv_handle_t *)&cl->timer, on_client_closed);
@@ -204,10 +229,7 @@ static bool peer_allowed(struct sf_control *ctl, struct client *cl) {
         return false;
 }
 
-static void on_connection(uv_stream_t *server, int status) {
-        struct sf_control *ctl = server->data;
-        if (status < 0 || ctl->closing)
-                return;
+static void client_accept(struct sf_control *ctl, uv_stream_t *server) {
         struct client *cl = calloc(1, sizeof *cl);
         if (!cl) {
                 sf_log_warn("control %s: out of memory; a request was not answered", ctl->conf->control.text);
@@ -219,12 +241,39 @@ static void on_connection(uv_stream_t *server, int status) {
         cl->pipe.data = cl->timer.data = cl;
         sf_list_push_back(&ctl->clients, &cl->node);
         if (uv_accept(server, (uv_stream_t *)&cl->pipe) < 0 || !peer_allowed(ctl, cl) ||
-            ctl->clients.n > MAX_CLIENTS) {
+            ctl->n_admitted >= MAX_CLIENTS) {
                 client_close(cl);
                 return;
         }
+        cl->admitted = true;
+        ctl->n_admitted++;
         uv_timer_start(&cl->timer, on_request_timeout, REQUEST_TIMEOUT_MS, 0);
         uv_read_start((uv_stream_t *)&cl->pipe, on_alloc, on_read);
+}
+
+static void on_connection(uv_stream_t *server, int status) {
+        struct sf_control *ctl = server->data;
+        if (status < 0 || ctl->closing)
+                return;
+        ctl->server = server;
+        if (ctl->accepted >= ACCEPT_BATCH) {
+                ctl->held = true;
+                return;
+        }
+        ctl->accepted++;
+        client_accept(ctl, server);
+}
+
+/* Runs before the loop waits: the connection held back is taken, which lets libuv watch the
+ * listener again. */
+static void on_turn(uv_prepare_t *h) {
+        struct sf_control *ctl = h->data;
+        ctl->accepted = 0;
+        if (!ctl->held || ctl->closing)
+                return;
+        ctl->held = false;
+        ctl->accepted++;
+        client_accept(ctl, ctl->server);
 }
 
 int sf_control_new(uv_loop_t *loop, const struct sf_conf *conf, const struct sf_relay *relay,
@@ -254,6 +303,11 @@ int sf_control_new(uv_loop_t *loop, const struct sf_conf *conf, const struct sf_
                 goto fail;
         }
         free(f);
+        uv_prepare_init(loop, &ctl->turn);
+        ctl->turn.data = ctl;
+        uv_prepare_start(&ctl->turn, on_turn);
+        uv_unref((uv_handle_t *)&ctl->turn);
+        ctl->turn_open = true;
         sf_log_info("control socket on %s", conf->control.text);
         *out = ctl;
         return 0;
@@ -263,6 +317,10 @@ fail:
         return r;
 }
 
+const struct sf_listener *sf_control_listener(const struct sf_control *ctl) {
+        return &ctl->listener;
+}
+
 void sf_control_close(struct sf_control *ctl) {
         if (!ctl)
                 return;
@@ -270,5 +328,7 @@ void sf_control_close(struct sf_control *ctl) {
         for (struct sf_list_node *n = ctl->clients.first; n; n = n->next)
                 client_close(sf_list_entry(n, struct client, node));
         sf_listener_close(&ctl->listener);
+        if (ctl->turn_open)
+                uv_close((uv_handle_t *)&ctl->turn, on_turn_closed);
         control_maybe_free(ctl);
 }

@@ -26,6 +26,11 @@ struct sf_control;
  * logged. */
 int sf_control_new(uv_loop_t *loop, const struct sf_conf *conf, const struct sf_relay *relay,
                    struct sf_control **out);
+struct sf_listener;
+/* The control socket's listener (relay/listen/listener.h): for a unix path, its pinned
+ * directory is its dirfd. */
+const struct sf_listener *sf_control_listener(const struct sf_control *ctl);
+
 /* Stops serving, closes every handle and removes the socket file; the memory is freed once
  * libuv released the handles, so the loop must run once more. NULL-safe, not idempotent. */
 void sf_control_close(struct sf_control *ctl);

@@ -62,4 +62,16 @@ void sf_proc_stats_read(struct sf_proc_stats *p) {
                 double up = boot_uptime - (double)start / (double)hz;
                 p->uptime_s = up > 0 ? up : 0;
         }
+        /* The boot time (btime in /proc/stat) plus the start after boot, as Prometheus' own
+         * clients compute process_start_time_seconds: the same value at every request. */
+        unsigned long long btime = 0;
+        f = fopen("/proc/stat", "re");
+        if (f) {
+                while (fgets(line, sizeof line, f))
+                        if (sscanf(line, "btime %llu", &btime) == 1)
+                                break;
+                fclose(f);
+        }
+        if (start && btime && hz > 0)
+                p->start_time_s = (double)btime + (double)start / (double)hz;
 }

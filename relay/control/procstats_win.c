@@ -67,5 +67,8 @@ void sf_proc_stats_read(struct sf_proc_stats *p) {
                                n = { .LowPart = now.dwLowDateTime, .HighPart = now.dwHighDateTime };
                 if (n.QuadPart > c.QuadPart)
                         p->uptime_s = (double)(n.QuadPart - c.QuadPart) / 1e7;
+                /* FILETIME counts 100 ns since 1601-01-01, 11 644 473 600 s before the Unix epoch. */
+                if (c.QuadPart > 116444736000000000ULL)
+                        p->start_time_s = (double)(c.QuadPart - 116444736000000000ULL) / 1e7;
         }
 }

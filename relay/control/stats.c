@@ -94,9 +94,9 @@ static void render_text(FILE *out, const struct sf_conf *conf, const struct sf_r
 
 static void render_json(FILE *out, const struct sf_conf *conf, const struct sf_relay *relay,
                         const struct sf_proc_stats *p) {
-        fprintf(out, "{\"process\":{\"pid\":%d,\"open_fds\":%lu,\"rss_bytes\":%llu,\"uptime_seconds\":%.3f},"
-                     "\"forwards\":[",
-                (int)p->pid, p->open_fds, p->rss_bytes, p->uptime_s);
+        fprintf(out, "{\"process\":{\"pid\":%d,\"open_fds\":%lu,\"rss_bytes\":%llu,\"uptime_seconds\":%.3f,"
+                     "\"start_time_seconds\":%.3f},\"forwards\":[",
+                (int)p->pid, p->open_fds, p->rss_bytes, p->uptime_s, p->start_time_s);
         for (size_t i = 0; i < sf_relay_n_forwards(relay); i++) {
                 const struct sf_forward *f = &conf->forwards[i];
                 const struct sf_relay_stats *st = sf_relay_stats_get(relay, i);
@@ -190,12 +190,14 @@ static void render_prometheus(FILE *out, const struct sf_conf *conf, const struc
                 put_escaped(out, cand, false);
                 fputs("} 1\n", out);
         }
-        prom_header(out, "sockferry_open_fds", "gauge", "Open file descriptors of the relay process.");
-        fprintf(out, "sockferry_open_fds %lu\n", p->open_fds);
-        prom_header(out, "sockferry_resident_memory_bytes", "gauge", "Resident memory of the relay process.");
-        fprintf(out, "sockferry_resident_memory_bytes %llu\n", p->rss_bytes);
-        prom_header(out, "sockferry_uptime_seconds", "gauge", "Seconds since the relay process started.");
-        fprintf(out, "sockferry_uptime_seconds %.3f\n", p->uptime_s);
+        /* The process metrics under the names Prometheus' client libraries give them, so the
+         * dashboards and alerts written for those work unchanged. */
+        prom_header(out, "process_open_fds", "gauge", "Number of open file descriptors.");
+        fprintf(out, "process_open_fds %lu\n", p->open_fds);
+        prom_header(out, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
+        fprintf(out, "process_resident_memory_bytes %llu\n", p->rss_bytes);
+        prom_header(out, "process_start_time_seconds", "gauge", "Start time of the process since unix epoch in seconds.");
+        fprintf(out, "process_start_time_seconds %.2f\n", p->start_time_s);
 }
 
 void sf_stats_render(FILE *out, enum sf_stats_format fmt, const struct sf_conf *conf, const struct sf_relay *relay,

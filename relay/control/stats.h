@@ -18,6 +18,7 @@ struct sf_proc_stats {
         unsigned long open_fds; /* entries of /proc/self/fd, the control connection included */
         unsigned long long rss_bytes;
         double uptime_s;
+        double start_time_s; /* when the process started, in seconds since the Unix epoch */
 };
 
 /* Fills p (relay/control/procstats_*.c: /proc/self, or Windows' process information, where open_fds

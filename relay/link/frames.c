@@ -11,6 +11,7 @@
  * reflected back as a server MAC or the other way round. The NUL is not part of the input. */
 #define LABEL_CLIENT "sockferry/1 client"
 #define LABEL_SERVER "sockferry/1 server"
+#define LABEL_SERVICE "sockferry/1 service"
 
 #define CLIENT_OFF_FLAGS 5
 #define CLIENT_OFF_NONCE 6
@@ -31,6 +32,7 @@ const char *sf_hs_status_name(enum sf_hs_status st) {
         case SF_HS_UPSTREAM_UNAVAILABLE: return "upstream unavailable";
         case SF_HS_VERSION_MISMATCH: return "version mismatch";
         case SF_HS_BAD_FRAME: return "bad frame";
+        case SF_HS_UNKNOWN_SERVICE: return "unknown service";
         }
         return "unknown status";
 }
@@ -110,6 +112,54 @@ int sf_hs_client_verify(const uint8_t in[SF_HS_CLIENT_LEN], const struct sf_hs_k
         /* Checked after the MAC so an unauthenticated peer learns nothing but "rejected". */
         if (*flags & ~SF_HS_FLAGS_KNOWN)
                 return -EBADMSG;
+        return 0;
+}
+
+static bool service_char(unsigned char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+               c == '.';
+}
+
+static bool service_bytes_valid(const uint8_t *name, size_t n) {
+        if (n == 0 || n > SF_HS_SERVICE_MAX)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!service_char(name[i]))
+                        return false;
+        return true;
+}
+
+bool sf_hs_service_valid(const char *name) {
+        return service_bytes_valid((const uint8_t *)name, strlen(name));
+}
+
+size_t sf_hs_service_build(uint8_t *out, const struct sf_hs_key *key, const uint8_t snonce[SF_HS_NONCE_LEN],
+                           const uint8_t cnonce[SF_HS_NONCE_LEN], const char *name) {
+        size_t n = strlen(name);
+        if (!service_bytes_valid((const uint8_t *)name, n))
+                return 0;
+        out[0] = (uint8_t)n;
+        memcpy(out + 1, name, n);
+        frame_mac(out + 1 + n, key, LABEL_SERVICE, snonce, cnonce, out, 1 + n);
+        return 1 + n + SF_HS_MAC_LEN;
+}
+
+size_t sf_hs_service_ext_len(const uint8_t *in, size_t len) {
+        return len ? 1 + (size_t)in[0] + SF_HS_MAC_LEN : 0;
+}
+
+int sf_hs_service_verify(const uint8_t *in, size_t len, const struct sf_hs_key *key,
+                         const uint8_t snonce[SF_HS_NONCE_LEN], const uint8_t cnonce[SF_HS_NONCE_LEN],
+                         char name[SF_HS_SERVICE_MAX + 1]) {
+        size_t need = sf_hs_service_ext_len(in, len);
+        if (need == 0 || len < need || !service_bytes_valid(in + 1, in[0]))
+                return -EBADMSG;
+        uint8_t mac[SF_HS_MAC_LEN];
+        frame_mac(mac, key, LABEL_SERVICE, snonce, cnonce, in, 1 + (size_t)in[0]);
+        if (sodium_memcmp(mac, in + 1 + in[0], SF_HS_MAC_LEN) != 0)
+                return -EACCES;
+        memcpy(name, in + 1, in[0]);
+        name[in[0]] = '\0';
         return 0;
 }
 

@@ -2,6 +2,7 @@
 /* sockferry/1 link handshake frames (doc/PROTOCOL.md). Pure functions over byte buffers:
  * no I/O, no allocation, no logging except sf_hs_init. HMAC-SHA256, randomness and
  * comparison come from libsodium. */
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -23,6 +24,11 @@
 
 /* client frame flags */
 #define SF_HS_FLAG_PROBE 0x01 /* check: verify the upstream answers, then close */
+#define SF_HS_FLAG_LINK 0x02  /* the client asks for a shared link (sockferry/2) after the status */
+#define SF_HS_FLAG_SERVICE 0x04 /* a service extension follows the frame (sf_hs_service_build) */
+/* With SERVICE: the name is the client forward's own, not one it asked for: a listener that
+ * offers a single service answers whatever its name, one that offers several matches it. */
+#define SF_HS_FLAG_DEFAULT 0x08
 #define SF_HS_FLAGS_KNOWN SF_HS_FLAG_PROBE
 
 enum sf_hs_status {
@@ -31,7 +37,12 @@ enum sf_hs_status {
         SF_HS_UPSTREAM_UNAVAILABLE = 2,
         SF_HS_VERSION_MISMATCH = 3,
         SF_HS_BAD_FRAME = 4,
+        SF_HS_UNKNOWN_SERVICE = 5,
 };
+
+/* service extension: length(1) name(1..SF_HS_SERVICE_MAX) mac(32), after the client frame */
+#define SF_HS_SERVICE_MAX 63
+#define SF_HS_SERVICE_EXT_MAX (1 + SF_HS_SERVICE_MAX + SF_HS_MAC_LEN)
 
 struct sf_hs_key {
         uint8_t bytes[SF_HS_KEY_MAX];
@@ -71,6 +82,24 @@ void sf_hs_client_build(uint8_t out[SF_HS_CLIENT_LEN], const struct sf_hs_key *k
 int sf_hs_client_verify(const uint8_t in[SF_HS_CLIENT_LEN], const struct sf_hs_key *key,
                         const uint8_t snonce[SF_HS_NONCE_LEN], uint8_t cnonce[SF_HS_NONCE_LEN],
                         uint8_t *flags, uint8_t *version);
+
+/* Writes the service extension for name (1..SF_HS_SERVICE_MAX bytes of [A-Za-z0-9._-]) to out
+ * (room for SF_HS_SERVICE_EXT_MAX) and returns its length, or 0 for a name that cannot be one.
+ * Its MAC binds the name to this connection's nonces: a relay that relays our connection to
+ * another listener holding the same token cannot make it answer for another service. */
+size_t sf_hs_service_build(uint8_t *out, const struct sf_hs_key *key, const uint8_t snonce[SF_HS_NONCE_LEN],
+                           const uint8_t cnonce[SF_HS_NONCE_LEN], const char *name);
+/* Given len bytes received of an extension: its whole length once its first byte is there (0
+ * before). */
+size_t sf_hs_service_ext_len(const uint8_t *in, size_t len);
+/* The extension at in (len bytes, at least its whole length): 0 and name filled (NUL-terminated)
+ * when it verifies; -EACCES when its MAC does not; -EBADMSG when it is no name at all (empty,
+ * too long, a byte outside [A-Za-z0-9._-]). */
+int sf_hs_service_verify(const uint8_t *in, size_t len, const struct sf_hs_key *key,
+                         const uint8_t snonce[SF_HS_NONCE_LEN], const uint8_t cnonce[SF_HS_NONCE_LEN],
+                         char name[SF_HS_SERVICE_MAX + 1]);
+/* Whether name may be a service name. */
+bool sf_hs_service_valid(const char *name);
 
 /* Writes a status frame to out (room for SF_HS_STATUS_MAX bytes) and returns its length; reason
  * (NULL for none) goes on the wire as printable ASCII (an en or em dash as '-', any other non-ASCII

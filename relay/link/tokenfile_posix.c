@@ -66,18 +66,18 @@ int sf_tokenfile_read(const char *path, const struct sf_conf *c, char *buf, size
         *n = 0;
         sf_safedir_policy_init(&owners, c->user_set, c->uid);
 
-        /* Links are followed on purpose: Docker and Kubernetes secrets are symlinks into a
-         * tmpfs. The checks below apply to the target, through fstat on what was opened.
-         * O_NONBLOCK keeps a FIFO at the path from blocking the open. */
-        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-        if (fd < 0) {
-                r = -errno;
-                if (r == -ENOENT)
-                        sf_log_error("cannot open token file %s: %s; " KEYGEN_HINT " %s", path, strerror(-r), path);
-                else
-                        sf_log_error("cannot open token file %s: %s", path, strerror(-r));
-                return r;
-        }
+        /* The path is walked as a listen path is (relay/listen/safedir.h): whoever could change a
+         * directory or a link on the way could point the relay at another token. Links are
+         * followed where root or a trusted user owns them, as Kubernetes secrets need
+         * (token -> ..data/token, ..data -> ..2024_...). The checks below apply to what was
+         * opened, through fstat. O_NONBLOCK keeps a FIFO at the path from blocking the open. */
+        char what[PATH_MAX + 16];
+        snprintf(what, sizeof what, "token file %s", path);
+        fd = sf_safedir_open_file(&owners, path, O_RDONLY | O_NOCTTY | O_NONBLOCK, NULL, what);
+        if (fd == -ENOENT)
+                sf_log_error("cannot open token file %s: %s; " KEYGEN_HINT " %s", path, strerror(ENOENT), path);
+        if (fd < 0)
+                return fd;
         if (fstat(fd, &st) < 0) {
                 r = -errno;
                 sf_log_error("cannot stat token file %s: %s", path, strerror(-r));

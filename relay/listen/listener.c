@@ -272,10 +272,13 @@ static int open_vsock(const struct sf_forward *f, struct sf_listener *l) {
         return 0;
 }
 
-/* sd_listen_fds(3) protocol: fds from 3 on, LISTEN_PID must be us, names in LISTEN_FDNAMES. */
-static int systemd_fd(const struct sf_forward *f) {
+/* sd_listen_fds(3) protocol: fds from 3 on, LISTEN_PID must be us, names in LISTEN_FDNAMES.
+ * quiet: no error logged when nothing was passed (-EBADF). */
+static int systemd_fd(const struct sf_forward *f, bool quiet) {
         const char *pid = getenv("LISTEN_PID"), *nfds = getenv("LISTEN_FDS"), *names = getenv("LISTEN_FDNAMES");
         if (!pid || !nfds || strtol(pid, NULL, 10) != (long)getpid()) {
+                if (quiet)
+                        return -EBADF;
                 sf_log(SF_LOG_ERROR, f->name, 0,
                        "listen %s: no sockets were passed (LISTEN_PID/LISTEN_FDS unset or not for this "
                        "process); start sockferry from a systemd socket unit or systemd-socket-activate",
@@ -301,26 +304,50 @@ static int systemd_fd(const struct sf_forward *f) {
         return -ENOENT;
 }
 
-static int open_passed(const struct sf_forward *f, struct sf_listener *l) {
-        int fd = f->listen.kind == SF_EP_FD ? f->listen.fd : systemd_fd(f);
-        if (fd < 0)
-                return fd;
+/* A passed descriptor must be a listening socket, and its address must pass the policy a
+ * listener the relay binds itself passes (relay/listen/policy.h). *family: its address family.
+ * 0, -EPERM (refused by the policy) or -errno, logged. */
+static int passed_check(const struct sf_forward *f, int fd, int *family) {
         int accepting = 0;
         socklen_t len = sizeof accepting;
         struct sockaddr_storage ss;
         socklen_t sslen = sizeof ss;
+        errno = 0;
         if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &len) < 0 || !accepting ||
             getsockname(fd, (struct sockaddr *)&ss, &sslen) < 0) {
                 int e = errno == 0 || accepting == 0 ? ENOTSOCK : errno;
                 sf_log(SF_LOG_ERROR, f->name, 0, "listen %s: fd %d is not a listening socket", f->listen.text, fd);
                 return -e;
         }
+        *family = ss.ss_family;
+        return sf_listen_passed_policy(f, (struct sockaddr *)&ss, sslen);
+}
+
+static int open_passed(const struct sf_forward *f, struct sf_listener *l) {
+        int fd = f->listen.kind == SF_EP_FD ? f->listen.fd : systemd_fd(f, false), family;
+        if (fd < 0)
+                return fd;
+        int r = passed_check(f, fd, &family);
+        if (r < 0)
+                return r;
         int fl = fcntl(fd, F_GETFL);
         fcntl(fd, F_SETFL, fl | O_NONBLOCK);
         fcntl(fd, F_SETFD, FD_CLOEXEC);
         l->fd = fd;
-        l->family = ss.ss_family;
+        l->family = family;
         return 0;
+}
+
+int sf_listener_passed_test(const struct sf_forward *f) {
+        int fd = f->listen.kind == SF_EP_FD ? f->listen.fd : systemd_fd(f, true), family;
+        if (fd == -EBADF || (fd >= 0 && fcntl(fd, F_GETFD) < 0)) {
+                sf_log(SF_LOG_INFO, f->name, 0,
+                       "listen %s: no socket is passed to this test; whether its address needs auth = token is "
+                       "checked when the relay starts",
+                       f->listen.text);
+                return 0;
+        }
+        return fd < 0 ? fd : passed_check(f, fd, &family);
 }
 
 /* The libuv stream of a listener that sf_listener_serve handed over. */

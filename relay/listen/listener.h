@@ -32,6 +32,12 @@ int sf_listener_open(uv_loop_t *loop, const struct sf_forward *f, const struct s
  * for a configuration test: missing ones are not checked (the relay creates them). 0, or
  * -EPERM when the policy refuses the place (logged). */
 int sf_listener_place_check(const struct sf_forward *f, const struct sf_conf *c);
+/* For a configuration test: a systemd: or fd: listener's passed socket, when this process has
+ * it, checked as sf_listener_open would (a listening socket, its address under the policy);
+ * when it has none, says so (info) and returns 0. 0, -EPERM when the policy refuses the
+ * address, or another -errno when what was passed cannot be used (Windows: always, it has no
+ * socket activation); logged. */
+int sf_listener_passed_test(const struct sf_forward *f);
 /* Hands the listener to libuv, which calls cb(stream, status) with data as the stream's data
  * for each client (uv_accept takes it): for a listener the relay does not accept from itself
  * (the control socket). 0 or -errno. */

@@ -184,6 +184,13 @@ int sf_listener_place_check(const struct sf_forward *f, const struct sf_conf *c)
         return 0;
 }
 
+/* Socket activation is systemd's: the configuration refuses systemd: and fd: here
+ * (conf/platform_win.c), as sf_listener_open would. */
+int sf_listener_passed_test(const struct sf_forward *f) {
+        sf_log(SF_LOG_ERROR, f->name, 0, "listen %s: not supported on Windows", f->listen.text);
+        return -EAFNOSUPPORT;
+}
+
 void sf_listener_close(struct sf_listener *l) {
         if (l->srv) {
                 srv_close(l->srv);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "conf/log.h"
+#include "relay/sys/platform.h"
 
 static bool is_loopback(const struct sockaddr *sa) {
         if (sa->sa_family == AF_INET)
@@ -54,4 +55,32 @@ int sf_listen_tcp_resolve(const struct sf_forward *f, struct addrinfo **res) {
                 return r;
         }
         return 0;
+}
+
+int sf_listen_passed_policy(const struct sf_forward *f, const struct sockaddr *sa, socklen_t len) {
+        if (f->auth != SF_AUTH_NONE || f->allow_insecure)
+                return 0;
+        if (sa->sa_family == sf_af_vsock) {
+                sf_log(SF_LOG_ERROR, f->name, 0,
+                       "listen %s: the passed socket is a vsock listener, which accepts connections from other "
+                       "machines (VMs or the host) without authentication; set auth = token (see sockferry "
+                       "keygen) or allow-insecure = yes",
+                       f->listen.text);
+                return -EPERM;
+        }
+        if ((sa->sa_family != AF_INET && sa->sa_family != AF_INET6) || is_loopback(sa))
+                return 0;
+        char host[NI_MAXHOST], port[NI_MAXSERV];
+        if (getnameinfo(sa, len, host, sizeof host, port, sizeof port, NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
+                snprintf(host, sizeof host, "an address");
+                snprintf(port, sizeof port, "?");
+        }
+        sf_log(SF_LOG_ERROR, f->name, 0,
+               "listen %s: the passed socket is bound to %s%s%s:%s, which is not a loopback address: the listener "
+               "would accept connections from the network without authentication; set auth = token (see "
+               "sockferry keygen), bind the socket unit to 127.0.0.1 (ListenStream=127.0.0.1:PORT), or set "
+               "allow-insecure = yes",
+               f->listen.text, sa->sa_family == AF_INET6 ? "[" : "", host, sa->sa_family == AF_INET6 ? "]" : "",
+               port);
+        return -EPERM;
 }

@@ -43,7 +43,8 @@ bool sf_safedir_dir_ok(const struct sf_safedir_policy *p, const struct stat *st)
 
 struct walk {
         const struct sf_safedir_policy *p;
-        const char *name, *what;
+        const char *name, *what, *path;
+        const char *place; /* a place that is safe for what the path is for: for messages */
         char where[PATH_MAX]; /* the directory reached so far, links resolved: for messages */
 };
 
@@ -74,8 +75,8 @@ static int refuse(const struct walk *w, const char *path, const struct stat *st)
         sf_log(SF_LOG_ERROR, w->name, 0,
                "%s: the %s %s is owned by %s%s, so %s could change where the path leads; refusing to use "
                "it. Use a place only root or the relay's user can change (run %s, or pick a path under "
-               "/run/sockferry)",
-               w->what, link ? "symbolic link" : "directory", path, owner, mode, who, fix);
+               "%s)",
+               w->what, link ? "symbolic link" : "directory", path, owner, mode, who, fix, w->place);
         return -EPERM;
 }
 
@@ -170,9 +171,111 @@ static int follow(struct walk *w, int fd, const char *comp, const struct stat *s
         return 0;
 }
 
+/* Walks todo (a path; modified) from /, checking every directory and link on the way. Without
+ * leaf, todo names a directory, made when missing with create, and its fd is returned. With
+ * leaf, the last component names a file: a link there is followed as one on the way is, and the
+ * directory holding what it leads to is returned, its name in leaf (leaf_cap bytes); a missing
+ * component is -ENOENT, not logged. O_PATH fd or -errno. */
+static int walk(struct walk *w, char *todo, size_t todo_cap, bool create, char *leaf, size_t leaf_cap) {
+        int fd = open_root(w), links = 0, r = 0;
+        char *s = todo;
+        while (fd >= 0) {
+                while (*s == '/')
+                        s++;
+                if (!*s) {
+                        if (!leaf)
+                                return fd;
+                        r = fail(w, "the path leads to a directory, not a file:", w->where, EISDIR);
+                        break;
+                }
+                char *comp = s;
+                s += strcspn(s, "/");
+                if (*s)
+                        *s++ = '\0';
+                bool last = !s[strspn(s, "/")];
+                if (strcmp(comp, ".") == 0)
+                        continue;
+
+                struct stat st;
+                int nfd;
+                if (strcmp(comp, "..") == 0) {
+                        nfd = openat(fd, "..", SF_O_DIRPATH | O_DIRECTORY | O_CLOEXEC);
+                        if (nfd < 0) {
+                                r = fail(w, "cannot open the parent of", w->where, errno);
+                                break;
+                        }
+                        where_pop(w);
+                } else {
+                        int sr = fstatat(fd, comp, &st, AT_SYMLINK_NOFOLLOW);
+                        if (sr < 0 && errno == ENOENT && create) {
+                                /* Made by the euid in a directory checked above; EEXIST means
+                                 * someone was quicker, and the check below judges what is there. */
+                                if (mkdirat(fd, comp, 0755) < 0 && errno != EEXIST) {
+                                        int e = errno;
+                                        where_push(w, comp);
+                                        r = fail(w, "cannot create the directory", w->where, e);
+                                        break;
+                                }
+                                sr = fstatat(fd, comp, &st, AT_SYMLINK_NOFOLLOW);
+                        }
+                        if (sr < 0 && errno == ENOENT && leaf) {
+                                r = -ENOENT;
+                                break;
+                        }
+                        if (sr < 0) {
+                                int e = errno;
+                                where_push(w, comp);
+                                r = fail(w, e == ENOENT ? "there is no directory" : "cannot examine", w->where, e);
+                                break;
+                        }
+                        if (S_ISLNK(st.st_mode)) {
+                                if (++links > MAX_LINKS) {
+                                        r = fail(w, "too many symbolic links on the way to", w->path, ELOOP);
+                                        break;
+                                }
+                                if ((r = follow(w, fd, comp, &st, todo, todo_cap, s)) < 0)
+                                        break;
+                                s = todo;
+                                if (todo[0] == '/') {
+                                        close(fd);
+                                        fd = open_root(w);
+                                }
+                                continue;
+                        }
+                        if (leaf && last) {
+                                if ((size_t)snprintf(leaf, leaf_cap, "%s", comp) >= leaf_cap) {
+                                        r = fail(w, "the name is too long:", comp, ENAMETOOLONG);
+                                        break;
+                                }
+                                return fd;
+                        }
+                        nfd = openat(fd, comp, SF_O_DIRPATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        where_push(w, comp);
+                        if (nfd < 0) {
+                                if (leaf && errno == ENOENT) {
+                                        r = -ENOENT;
+                                        break;
+                                }
+                                r = fail(w, "cannot open the directory", w->where, errno);
+                                break;
+                        }
+                }
+                close(fd);
+                fd = nfd;
+                while (*s == '/')
+                        s++;
+                bool will_be_safe = !*s && !leaf && tighten_volume(w, fd, create);
+                if (!will_be_safe && (r = check_dir(w, fd)) < 0)
+                        break;
+        }
+        if (fd >= 0)
+                close(fd);
+        return fd < 0 ? fd : r;
+}
+
 int sf_safedir_open(const struct sf_safedir_policy *p, const char *path, bool create, const char *name,
                     const char *what, const char **base) {
-        struct walk w = { .p = p, .name = name, .what = what };
+        struct walk w = { .p = p, .name = name, .what = what, .path = path, .place = "/run/sockferry" };
         const char *slash = strrchr(path, '/');
         if (path[0] != '/' || !slash[1])
                 return fail(&w, "not the absolute path of a file:", path, EINVAL);
@@ -183,81 +286,28 @@ int sf_safedir_open(const struct sf_safedir_policy *p, const char *path, bool cr
                 return fail(&w, "the path is too long:", path, ENAMETOOLONG);
         memcpy(todo, path, (size_t)(slash - path));
         todo[slash - path] = '\0';
+        return walk(&w, todo, sizeof todo, create, NULL, 0);
+}
 
-        int fd = open_root(&w), links = 0, r = 0;
-        char *s = todo;
-        while (fd >= 0) {
-                while (*s == '/')
-                        s++;
-                if (!*s)
-                        return fd;
-                char *comp = s;
-                s += strcspn(s, "/");
-                if (*s)
-                        *s++ = '\0';
-                if (strcmp(comp, ".") == 0)
-                        continue;
-
-                struct stat st;
-                int nfd;
-                if (strcmp(comp, "..") == 0) {
-                        nfd = openat(fd, "..", SF_O_DIRPATH | O_DIRECTORY | O_CLOEXEC);
-                        if (nfd < 0) {
-                                r = fail(&w, "cannot open the parent of", w.where, errno);
-                                break;
-                        }
-                        where_pop(&w);
-                } else {
-                        int sr = fstatat(fd, comp, &st, AT_SYMLINK_NOFOLLOW);
-                        if (sr < 0 && errno == ENOENT && create) {
-                                /* Made by the euid in a directory checked above; EEXIST means
-                                 * someone was quicker, and the check below judges what is there. */
-                                if (mkdirat(fd, comp, 0755) < 0 && errno != EEXIST) {
-                                        int e = errno;
-                                        where_push(&w, comp);
-                                        r = fail(&w, "cannot create the directory", w.where, e);
-                                        break;
-                                }
-                                sr = fstatat(fd, comp, &st, AT_SYMLINK_NOFOLLOW);
-                        }
-                        if (sr < 0) {
-                                int e = errno;
-                                where_push(&w, comp);
-                                r = fail(&w, e == ENOENT ? "there is no directory" : "cannot examine", w.where, e);
-                                break;
-                        }
-                        if (S_ISLNK(st.st_mode)) {
-                                if (++links > MAX_LINKS) {
-                                        r = fail(&w, "too many symbolic links on the way to", path, ELOOP);
-                                        break;
-                                }
-                                if ((r = follow(&w, fd, comp, &st, todo, sizeof todo, s)) < 0)
-                                        break;
-                                s = todo;
-                                if (todo[0] == '/') {
-                                        close(fd);
-                                        fd = open_root(&w);
-                                }
-                                continue;
-                        }
-                        nfd = openat(fd, comp, SF_O_DIRPATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                        where_push(&w, comp);
-                        if (nfd < 0) {
-                                r = fail(&w, "cannot open the directory", w.where, errno);
-                                break;
-                        }
-                }
-                close(fd);
-                fd = nfd;
-                while (*s == '/')
-                        s++;
-                bool will_be_safe = !*s && tighten_volume(&w, fd, create);
-                if (!will_be_safe && (r = check_dir(&w, fd)) < 0)
-                        break;
-        }
-        if (fd >= 0)
-                close(fd);
-        return fd < 0 ? fd : r;
+int sf_safedir_open_file(const struct sf_safedir_policy *p, const char *path, int flags, const char *name,
+                         const char *what) {
+        struct walk w = { .p = p, .name = name, .what = what, .path = path, .place = "/etc/sockferry" };
+        char todo[PATH_MAX], leaf[NAME_MAX + 1];
+        if (path[0] != '/')
+                return fail(&w, "not an absolute path:", path, EINVAL);
+        if ((size_t)snprintf(todo, sizeof todo, "%s", path) >= sizeof todo)
+                return fail(&w, "the path is too long:", path, ENAMETOOLONG);
+        int dirfd = walk(&w, todo, sizeof todo, false, leaf, sizeof leaf);
+        if (dirfd < 0)
+                return dirfd;
+        /* The directory passed the policy: only root or a trusted user can put a link here now
+         * (which O_NOFOLLOW refuses, ELOOP). */
+        int fd = openat(dirfd, leaf, flags | O_NOFOLLOW | O_CLOEXEC);
+        int e = errno;
+        close(dirfd);
+        if (fd < 0 && e != ENOENT)
+                return fail(&w, "cannot open", path, e);
+        return fd < 0 ? -e : fd;
 }
 
 int sf_safedir_enter(int dirfd) {

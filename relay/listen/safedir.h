@@ -34,6 +34,16 @@ const char *sf_safedir_user_name(uid_t uid, char *buf, size_t size);
 int sf_safedir_open(const struct sf_safedir_policy *p, const char *path, bool create, const char *name,
                     const char *what, const char **base);
 
+/* Opens the file at the absolute path `path` with open(2)'s flags (O_NOFOLLOW and O_CLOEXEC
+ * added), walking from / under the same rule: every directory on the way checked, every link
+ * (the last component's too) followed only when root or a trusted user owns it. For files whose
+ * place decides what they mean (a token file: whoever can change a directory on its path could
+ * point the relay at another token). Failures are logged as "WHAT: ...", but for a missing file
+ * or directory (-ENOENT), which the caller explains.
+ * Returns the fd or -errno: -EPERM when a directory or link on the way is not safe. */
+int sf_safedir_open_file(const struct sf_safedir_policy *p, const char *path, int flags, const char *name,
+                         const char *what);
+
 /* Makes dirfd the working directory, for the calls that take a path only (bind, connect).
  * Returns the previous working directory as an fd for sf_safedir_leave, or -errno. Only for
  * start-up, while no other thread resolves relative paths. */

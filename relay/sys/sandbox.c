@@ -8,6 +8,7 @@
 #ifdef SF_HAVE_SECCOMP
 
 #include <fcntl.h>
+#include <linux/landlock.h>
 #include <linux/netlink.h>
 #include <sched.h>
 #include <seccomp.h>
@@ -17,6 +18,8 @@
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -32,6 +35,9 @@
 #define AF_VSOCK 40
 #endif
 
+/* Landlock is in force (sf_sandbox_confine): bind and unlinkat may be allowed. */
+static bool confined;
+
 /* Allowed whatever their arguments. Collected with strace -f over the relay, auth and fault
  * suites (a relay pair with auth, DNS names, the control socket, drain and stop). */
 static const int allowed[] = {
@@ -43,8 +49,6 @@ static const int allowed[] = {
         SCMP_SYS(recvfrom), SCMP_SYS(sendmsg), SCMP_SYS(recvmsg), SCMP_SYS(sendmmsg),
         SCMP_SYS(recvmmsg), SCMP_SYS(fcntl), SCMP_SYS(poll), SCMP_SYS(ppoll), SCMP_SYS(eventfd2),
         SCMP_SYS(pipe2), SCMP_SYS(splice), SCMP_SYS(timerfd_create), SCMP_SYS(timerfd_settime),
-        /* getaddrinfo: the netlink address dump of AI_ADDRCONFIG binds its socket; files below */
-        SCMP_SYS(bind),
         /* time */
         SCMP_SYS(clock_gettime), SCMP_SYS(clock_getres), SCMP_SYS(gettimeofday), SCMP_SYS(time),
         SCMP_SYS(nanosleep), SCMP_SYS(clock_nanosleep),
@@ -67,8 +71,6 @@ static const int allowed[] = {
 #ifdef __NR_stat
         SCMP_SYS(stat), SCMP_SYS(lstat),
 #endif
-        /* removing our unix sockets at exit */
-        SCMP_SYS(unlink), SCMP_SYS(unlinkat),
         SCMP_SYS(getrlimit), SCMP_SYS(sysinfo),
 };
 
@@ -202,12 +204,148 @@ static int build(scmp_filter_ctx ctx) {
                 r = add_action(ctx, SCMP_ACT_KILL_PROCESS, SCMP_SYS(tgkill), 1, cmp);
         }
 
+        /* bind(): getaddrinfo's AI_ADDRCONFIG binds its netlink socket, and a socket bound to a
+         * path is a new file; unlinkat(): the relay removes its sockets through the pinned
+         * directory fds (never a directory: no AT_REMOVEDIR). Which paths they may touch a
+         * filter cannot see; Landlock decides that (sf_sandbox_confine). Without it both are
+         * refused, silently: glibc's address check then assumes both families, and the
+         * sockets stay on disk at exit. */
+        if (r == 0 && confined)
+                r = add(ctx, SCMP_SYS(bind), 0, NULL);
+        if (r == 0 && confined) {
+                struct scmp_arg_cmp cmp[] = { SCMP_A2(SCMP_CMP_EQ, 0) };
+                r = add(ctx, SCMP_SYS(unlinkat), 1, cmp);
+        }
+        if (r == 0 && !confined)
+                r = add_action(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(bind), 0, NULL);
+        if (r == 0 && !confined)
+                r = add_action(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(unlinkat), 0, NULL);
+
         /* Naming a thread: libuv >= 1.50 calls its threadpool threads "libuv-worker". */
         if (r == 0) {
                 struct scmp_arg_cmp cmp[] = { SCMP_A0(SCMP_CMP_EQ, PR_SET_NAME) };
                 r = add(ctx, SCMP_SYS(prctl), 1, cmp);
         }
         return r;
+}
+
+/* ---- the file system: Landlock --------------------------------------------------------------
+ *
+ * seccomp sees a system call's numbers, not the path a pointer leads to: it can allow bind()
+ * and unlinkat() or refuse them, not say where they may act (unlinkat's dirfd can be compared
+ * with the pinned fds, but a name such as "../../etc/passwd" or a link on the way leaves them).
+ * Landlock judges the file the kernel resolved. Once confined, the process may create sockets
+ * and remove files only beneath the pinned socket directories, and change nothing else in the
+ * file system (no file written, no directory, link, FIFO or device made, nothing removed).
+ * Reading stays allowed (/etc/hosts, /proc for stats). A socket bound later, by a reload, in
+ * one of those directories is allowed; one in a new directory is not. */
+
+/* The rights Landlock knows since its first version that change the file system, and REFER
+ * (renames and links across directories, version 2). */
+#define FS_CHANGES                                                                                            \
+        (LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_REMOVE_DIR | LANDLOCK_ACCESS_FS_REMOVE_FILE |   \
+         LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_DIR | LANDLOCK_ACCESS_FS_MAKE_REG |          \
+         LANDLOCK_ACCESS_FS_MAKE_SOCK | LANDLOCK_ACCESS_FS_MAKE_FIFO | LANDLOCK_ACCESS_FS_MAKE_BLOCK |       \
+         LANDLOCK_ACCESS_FS_MAKE_SYM)
+#define SOCKET_DIR_RIGHTS (LANDLOCK_ACCESS_FS_MAKE_SOCK | LANDLOCK_ACCESS_FS_REMOVE_FILE)
+
+/* Threads of this process (-1: unknown): Landlock confines the calling thread and those it
+ * starts later. */
+static long thread_count(void) {
+        FILE *f = fopen("/proc/self/status", "re");
+        char line[128];
+        long n = -1;
+        while (f && fgets(line, sizeof line, f))
+                if (sscanf(line, "Threads: %ld", &n) == 1)
+                        break;
+        if (f)
+                fclose(f);
+        return n;
+}
+
+int sf_sandbox_confine(const int *dirfds, size_t n) {
+        if (SF_UNDER_VALGRIND())
+                return -ENOTSUP;
+        /* The relay starts no thread before this; the count checks it where /proc is there to
+         * say (a bare chroot has none). */
+        long threads = thread_count();
+        if (threads > 1) {
+                sf_log_error("seccomp sandbox: %ld threads run already, and Landlock would confine only this one", threads);
+                return -EINVAL;
+        }
+        long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+        if (abi < 0) {
+                /* Not built in, off at boot (lsm=), or refused by a container's own seccomp
+                 * profile. */
+                sf_log_info("seccomp sandbox: no Landlock here (%s): once started, the relay creates and removes "
+                            "no files, so its sockets stay on disk at exit (the next start replaces them)",
+                            strerror(errno));
+                return 0;
+        }
+        struct landlock_ruleset_attr attr = {
+                .handled_access_fs = FS_CHANGES | (abi >= 2 ? LANDLOCK_ACCESS_FS_REFER : 0),
+        };
+        int ruleset = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0);
+        if (ruleset < 0) {
+                int e = errno;
+                sf_log_error("seccomp sandbox: cannot create a Landlock ruleset: %s (set seccomp = no in [sockferry] "
+                             "to run without the sandbox)",
+                             strerror(e));
+                return -e;
+        }
+        int r = 0;
+        for (size_t i = 0; i < n && r == 0; i++) {
+                struct landlock_path_beneath_attr dir = { .allowed_access = SOCKET_DIR_RIGHTS, .parent_fd = dirfds[i] };
+                if (syscall(SYS_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH, &dir, 0) < 0)
+                        r = -errno;
+        }
+        /* Landlock needs no_new_privs; sf_sandbox_prepare set it already, and again is harmless. */
+        if (r == 0 && (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || syscall(SYS_landlock_restrict_self, ruleset, 0) < 0))
+                r = -errno;
+        close(ruleset);
+        if (r < 0) {
+                sf_log_error("seccomp sandbox: Landlock refused to confine the relay: %s (set seccomp = no in "
+                             "[sockferry] to run without the sandbox)",
+                             strerror(-r));
+                return r;
+        }
+        confined = true;
+        sf_log_debug("seccomp sandbox: Landlock (ABI %ld) lets the relay create sockets and remove files only in its "
+                     "%zu socket director%s",
+                     abi, n, n == 1 ? "y" : "ies");
+        return 0;
+}
+
+bool sf_sandbox_confined(void) {
+        return confined;
+}
+
+int sf_sandbox_landlock_abi(void) {
+        if (SF_UNDER_VALGRIND())
+                return -ENOTSUP; /* memcheck knows no Landlock call and warns about it */
+        long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+        return abi < 0 ? -errno : (int)abi;
+}
+
+int sf_sandbox_probe(void) {
+        if (SF_UNDER_VALGRIND())
+                return -ENOTSUP;
+        pid_t child = fork();
+        if (child < 0)
+                return -errno;
+        if (child == 0) {
+                /* Quiet: the parent says what the failure means. */
+                int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+                if (null >= 0)
+                        dup2(null, STDERR_FILENO);
+                int r = sf_sandbox_prepare();
+                _exit(r < 0 ? -r & 0xff : 0);
+        }
+        int st;
+        while (waitpid(child, &st, 0) < 0)
+                if (errno != EINTR)
+                        return -errno;
+        return WIFEXITED(st) ? -WEXITSTATUS(st) : -ECHILD;
 }
 
 /* ---- refused system calls: ENOSYS, and one log line per number ---------------------------
@@ -343,6 +481,24 @@ void sf_sandbox_close(void) {
 
 bool sf_sandbox_available(void) {
         return false;
+}
+
+int sf_sandbox_confine(const int *dirfds, size_t n) {
+        (void)dirfds;
+        (void)n;
+        return -ENOSYS;
+}
+
+bool sf_sandbox_confined(void) {
+        return false;
+}
+
+int sf_sandbox_landlock_abi(void) {
+        return -ENOSYS;
+}
+
+int sf_sandbox_probe(void) {
+        return -ENOSYS;
 }
 
 int sf_sandbox_prepare(void) {

@@ -31,6 +31,7 @@ Test(handshake, status_names) {
         cr_assert_str_eq(sf_hs_status_name(SF_HS_UPSTREAM_UNAVAILABLE), "upstream unavailable");
         cr_assert_str_eq(sf_hs_status_name(SF_HS_VERSION_MISMATCH), "version mismatch");
         cr_assert_str_eq(sf_hs_status_name(SF_HS_BAD_FRAME), "bad frame");
+        cr_assert_str_eq(sf_hs_status_name(SF_HS_UNKNOWN_SERVICE), "unknown service");
         cr_assert_str_eq(sf_hs_status_name((enum sf_hs_status)9), "unknown status");
 }
 
@@ -156,7 +157,9 @@ Test(handshake, client_flipped_bit_anywhere) {
 
 Test(handshake, client_unknown_flags) {
         uint8_t frame[SF_HS_CLIENT_LEN], got[SF_HS_NONCE_LEN], flags = 0;
-        for (unsigned f = 0x02; f <= 0xff; f++) {
+        for (unsigned f = 0x01; f <= 0xff; f++) {
+                if (!(f & ~SF_HS_FLAGS_KNOWN))
+                        continue;
                 sf_hs_client_build(frame, &key, snonce, cnonce, (uint8_t)f);
                 memset(got, 0, sizeof got);
                 cr_assert_eq(sf_hs_client_verify(frame, &key, snonce, got, &flags, NULL), -EBADMSG, "flags %#x", f);
@@ -379,4 +382,53 @@ Test(handshake, quote_truncates) {
         n = sf_hs_quote(bin, sizeof bin, out, 12);
         cr_assert_str_eq(out, "\\x01\\x01...");
         cr_assert_eq(n, 11);
+}
+
+Test(handshake, service_round_trip) {
+        uint8_t ext[SF_HS_SERVICE_EXT_MAX];
+        char name[SF_HS_SERVICE_MAX + 1];
+        size_t n = sf_hs_service_build(ext, &key, snonce, cnonce, "ssh-agent");
+        cr_assert_eq(n, 1 + 9 + SF_HS_MAC_LEN);
+        cr_assert_eq(sf_hs_service_ext_len(ext, 0), 0, "the length is known from the first byte");
+        cr_assert_eq(sf_hs_service_ext_len(ext, 1), n);
+        cr_assert_eq(sf_hs_service_verify(ext, n, &key, snonce, cnonce, name), 0);
+        cr_assert_str_eq(name, "ssh-agent");
+        cr_assert_eq(sf_hs_service_verify(ext, n - 1, &key, snonce, cnonce, name), -EBADMSG, "truncated");
+}
+
+Test(handshake, service_is_bound_to_the_token_and_both_nonces) {
+        uint8_t ext[SF_HS_SERVICE_EXT_MAX], other[SF_HS_NONCE_LEN];
+        char name[SF_HS_SERVICE_MAX + 1];
+        size_t n = sf_hs_service_build(ext, &key, snonce, cnonce, "agent");
+        memset(other, 0x11, sizeof other);
+        cr_assert_eq(sf_hs_service_verify(ext, n, &key, other, cnonce, name), -EACCES, "another connection's hello");
+        cr_assert_eq(sf_hs_service_verify(ext, n, &key, snonce, other, name), -EACCES, "another client nonce");
+        struct sf_hs_key k2 = key;
+        k2.bytes[0] ^= 1;
+        cr_assert_eq(sf_hs_service_verify(ext, n, &k2, snonce, cnonce, name), -EACCES, "another token");
+        /* A relay on the way that renames the service: the MAC no longer holds. */
+        ext[1] = 'b';
+        cr_assert_eq(sf_hs_service_verify(ext, n, &key, snonce, cnonce, name), -EACCES);
+}
+
+Test(handshake, service_names_are_plain) {
+        uint8_t ext[SF_HS_SERVICE_EXT_MAX];
+        char name[SF_HS_SERVICE_MAX + 1], longest[SF_HS_SERVICE_MAX + 2];
+        cr_assert_eq(sf_hs_service_build(ext, &key, snonce, cnonce, ""), 0);
+        cr_assert_eq(sf_hs_service_build(ext, &key, snonce, cnonce, "a b"), 0);
+        cr_assert_eq(sf_hs_service_build(ext, &key, snonce, cnonce, "gpg/agent"), 0);
+        memset(longest, 'x', sizeof longest - 1);
+        longest[sizeof longest - 1] = '\0';
+        cr_assert_eq(sf_hs_service_build(ext, &key, snonce, cnonce, longest), 0, "64 bytes is one too many");
+        longest[SF_HS_SERVICE_MAX] = '\0';
+        size_t n = sf_hs_service_build(ext, &key, snonce, cnonce, longest);
+        cr_assert_eq(n, 1 + SF_HS_SERVICE_MAX + SF_HS_MAC_LEN);
+        cr_assert_eq(sf_hs_service_verify(ext, n, &key, snonce, cnonce, name), 0);
+        /* A peer that sends a name with a control byte is refused before its MAC is looked at. */
+        uint8_t bad[1 + 3 + SF_HS_MAC_LEN] = { 3, 'a', '\n', 'b' };
+        cr_assert_eq(sf_hs_service_verify(bad, sizeof bad, &key, snonce, cnonce, name), -EBADMSG);
+        uint8_t empty[1 + SF_HS_MAC_LEN] = { 0 };
+        cr_assert_eq(sf_hs_service_verify(empty, sizeof empty, &key, snonce, cnonce, name), -EBADMSG);
+        cr_assert(sf_hs_service_valid("docker.sock_2-x"));
+        cr_assert_not(sf_hs_service_valid("docker sock"));
 }

@@ -256,6 +256,58 @@ Test(token, dangling_symlink) {
         expect_load_error(link, -ENOENT, WANT("No such file or directory"));
 }
 
+/* A Kubernetes secret or projected service-account volume as the kubelet writes it: the
+ * volume's root (1777, root's), a timestamped directory holding the files, ..data a link to it,
+ * and each name a link through ..data. Root's links in root's directories: followed. */
+Test(token, kubernetes_secret_volume_layout) {
+        char sa[PATH_MAX], stamp[PATH_MAX + 64], link[PATH_MAX + 16];
+        snprintf(sa, sizeof sa, "%s", path_of("serviceaccount"));
+        cr_assert_eq(mkdir(sa, 0700), 0);
+        cr_assert_eq(chmod(sa, 01777), 0);
+        snprintf(stamp, sizeof stamp, "%s/..2024_01_01_00_00_00.123456789", sa);
+        cr_assert_eq(mkdir(stamp, 0755), 0);
+        write_file("serviceaccount/..2024_01_01_00_00_00.123456789/token", HEX32 "\n", 0400);
+        snprintf(link, sizeof link, "%s/..data", sa);
+        cr_assert_eq(symlink("..2024_01_01_00_00_00.123456789", link), 0);
+        snprintf(link, sizeof link, "%s/token", sa);
+        cr_assert_eq(symlink("..data/token", link), 0);
+        expect_load_ok(link, 32);
+}
+
+/* Whoever owns a directory on the path (or can write it) could swap the token, or put a link
+ * to another trust domain's token there: refused, whatever the file itself looks like. */
+Test(token, a_directory_another_user_owns_is_refused) {
+        if (geteuid() != 0)
+                cr_skip_test("needs root to give a directory to uid 65534");
+        const char *d = path_of("theirs");
+        cr_assert_eq(mkdir(d, 0755), 0);
+        cr_assert_eq(chown(d, 65534, 65534), 0);
+        const char *p = write_file("theirs/token", HEX32 "\n", 0600);
+        char want[PATH_MAX + 64];
+        snprintf(want, sizeof want, "the directory %s is owned by ", d);
+        expect_load_error(p, -EPERM, WANT("token file ", want, "uid 65534", "chown root", "/etc/sockferry"));
+}
+
+Test(token, a_world_writable_directory_is_refused) {
+        const char *d = path_of("open");
+        cr_assert_eq(mkdir(d, 0700), 0);
+        cr_assert_eq(chmod(d, 0777), 0);
+        const char *p = write_file("open/token", HEX32 "\n", 0600);
+        expect_load_error(p, -EPERM, WANT("with mode 0777", "chmod go-w"));
+}
+
+Test(token, a_link_another_user_owns_is_refused) {
+        if (geteuid() != 0)
+                cr_skip_test("needs root to give a link to uid 65534");
+        write_file("root-token", HEX32 "\n", 0600);
+        const char *link = path_of("token");
+        cr_assert_eq(symlink("root-token", link), 0);
+        cr_assert_eq(lchown(link, 65534, 65534), 0);
+        char want[PATH_MAX + 64];
+        snprintf(want, sizeof want, "the symbolic link %s is owned by ", link);
+        expect_load_error(link, -EPERM, WANT(want, "chown -h root"));
+}
+
 static void expect_token_file(const char *p, char out[66]) {
         struct stat st;
         cr_assert_eq(stat(p, &st), 0);

@@ -103,6 +103,29 @@ Test(spec, candidates_and_keys) {
         sf_conf_free(&conf);
 }
 
+/* Each default can also be written out; -F accepts it and it means the default. */
+Test(spec, defaults_written_out) {
+        sf_conf_init(&conf);
+        const struct sf_forward *f =
+                spec_ok("a:unix:/a=unix:/b,auth=none,allow-insecure=no,env-format=path,mode=0660,max-conns=1024,"
+                        "connect-timeout=5s,handshake-timeout=5000ms,idle-timeout=0");
+        struct sf_forward want;
+        struct sf_conf other;
+        sf_conf_init(&other);
+        cr_assert_eq(sf_conf_add_spec(&other, "a:unix:/a=unix:/b"), 0);
+        want = other.forwards[0];
+        cr_assert_eq(f->auth, want.auth);
+        cr_assert_eq(f->allow_insecure, want.allow_insecure);
+        cr_assert_eq(f->env_format, want.env_format);
+        cr_assert_eq(f->mode, want.mode);
+        cr_assert_eq(f->max_conns, want.max_conns);
+        cr_assert_eq(f->connect_timeout_ms, want.connect_timeout_ms);
+        cr_assert_eq(f->handshake_timeout_ms, want.handshake_timeout_ms);
+        cr_assert_eq(f->idle_timeout_ms, want.idle_timeout_ms);
+        sf_conf_free(&other);
+        sf_conf_free(&conf);
+}
+
 Test(spec, whitespace_is_trimmed) {
         sf_conf_init(&conf);
         const struct sf_forward *f = spec_ok(" a : unix:/a = unix:/b  tcp:h:1 , mode = 0600 ");
@@ -262,4 +285,103 @@ Test(spec, grows_the_array) {
         sf_conf_free(&conf);
         cr_assert_null(conf.forwards);
         cr_assert_eq(conf.n_forwards, 0);
+}
+
+/* Issue 23 g: handshake-timeout=18446744073709551615ms was accepted, and the handshake then
+ * timed out after 4 ms (the relay's sum of two timeouts wrapped around). */
+Test(spec, handshake_timeout_beyond_a_day_is_refused) {
+        sf_conf_init(&conf);
+        assert_spec_error("a:unix:/a=tcp:h:1,handshake-timeout=18446744073709551615ms",
+                          "handshake-timeout: \"18446744073709551615ms\" is more than 24h, expected a duration of at most 24h such as 250ms, 5s or 2m");
+        assert_spec_error("a:unix:/a=tcp:h:1,connect-timeout=18446744073709551615ms",
+                          "connect-timeout: \"18446744073709551615ms\" is more than 24h, expected a duration of at most 24h such as 250ms, 5s or 2m");
+        cr_assert_eq(conf.n_forwards, 0);
+        sf_conf_free(&conf);
+}
+
+/* The file and -F count together towards SF_MAX_FORWARDS. */
+Test(spec, forwards_per_configuration_are_limited) {
+        char spec[64];
+        sf_conf_init(&conf);
+        for (int i = 0; i < SF_MAX_FORWARDS; i++) {
+                snprintf(spec, sizeof spec, "f%d:unix:@f%d=unix:@u", i, i);
+                cr_assert_eq(sf_conf_add_spec(&conf, spec), 0, "%s", spec);
+        }
+        assert_spec_error("extra:unix:@extra=unix:@u",
+                          "more than 4096 forwards, expected at most 4096 in one configuration (each is a listening socket and holds descriptors for its connections): split the forwards across relays");
+        cr_assert_eq(sf_conf_validate(&conf), 0);
+        sf_conf_free(&conf);
+
+        char *l;
+        sf_conf_init(&conf);
+        cr_assert_eq(load_text(&conf, "[a]\nlisten = unix:@a\nconnect = unix:@b\n", &l), 0, "%s", l);
+        free(l);
+        for (int i = 1; i < SF_MAX_FORWARDS; i++) {
+                snprintf(spec, sizeof spec, "f%d:unix:@f%d=unix:@u", i, i);
+                cr_assert_eq(sf_conf_add_spec(&conf, spec), 0, "%s", spec);
+        }
+        char want[PATH_MAX + 512];
+        snprintf(want, sizeof want,
+                 "more than 4096 forwards, expected at most 4096 in one configuration (each is a listening socket and holds descriptors for its connections), with those of %s/sf.conf: split the forwards across relays",
+                 scratch_dir());
+        assert_spec_error("extra:unix:@extra=unix:@u", want);
+        sf_conf_free(&conf);
+}
+
+/* Issue 23: quoted values in -F. Inside quotes ':' '=' ',' '|' and spaces are part of the
+ * value, so any path can be written on the command line. */
+Test(spec, quoted_values) {
+        sf_conf_init(&conf);
+        const struct sf_forward *f =
+                spec_ok("agent:\"unix:/run/a=b, c.sock\"=\"unix:/Users/me/Library/Group Containers/2BUA8C4S2C.com.1password/t/agent.sock\""
+                        "|tcp:host.docker.internal:7000|\"unix:/x|y,z=\\\"w\\\\.sock\","
+                        "token-file=\"/run/secrets/a,b=c\",alias = \"/run/my alias.sock\" ,auth=token");
+        cr_assert_str_eq(f->name, "agent");
+        cr_assert_str_eq(f->listen.path, "/run/a=b, c.sock");
+        cr_assert_eq(f->n_connect, 3);
+        cr_assert_str_eq(f->connect[0].path, "/Users/me/Library/Group Containers/2BUA8C4S2C.com.1password/t/agent.sock");
+        cr_assert_eq(f->connect[1].port, 7000);
+        cr_assert_str_eq(f->connect[2].path, "/x|y,z=\"w\\.sock");
+        cr_assert_str_eq(f->token_file, "/run/secrets/a,b=c");
+        cr_assert_str_eq(f->alias, "/run/my alias.sock");
+        cr_assert_eq(f->auth, SF_AUTH_TOKEN);
+        /* Spaces separate candidates in -F too, outside quotes. */
+        f = spec_ok("two:unix:/run/two.sock=\"unix:/a b\" tcp:h:1");
+        cr_assert_eq(f->n_connect, 2);
+        cr_assert_str_eq(f->connect[0].path, "/a b");
+        cr_assert_eq(sf_conf_validate(&conf), 0);
+        sf_conf_free(&conf);
+}
+
+Test(spec, quoting_errors) {
+        sf_conf_init(&conf);
+        const char *unclosed = "a double quote is not closed, expected \"...\" around a value, with \\\" for a quote and \\\\ for a backslash inside";
+        assert_spec_error("a:unix:/a=\"unix:/b c", unclosed);
+        assert_spec_error("a:\"unix:/a=unix:/b", unclosed);
+        assert_spec_error("a:unix:/a=unix:/b,alias=\"/x\\\"", unclosed);
+        assert_spec_error("a:unix:/a=\"unix:/b\\n\"",
+                          "connect: '\"unix:/b\\n\"' has \\n inside quotes, expected \\\" for a quote or \\\\ for a backslash");
+        assert_spec_error("a:\"unix:/a\"x=unix:/b",
+                          "listen: '\"unix:/a\"x' goes on after its closing quote, expected the closing quote at the end of the value");
+        assert_spec_error("a:unix:/a=unix:/b,token-file=/run/\"t\"",
+                          "token-file: '/run/\"t\"' has a quote inside, expected the whole value in double quotes, such as \"unix:/path with spaces/agent.sock\"");
+        /* A quoted path longer than any path: PATH_MAX bytes between the quotes. */
+        static char spec[PATH_MAX + 100], want[1024];
+        char path[PATH_MAX + 1];
+        memset(path, 'p', PATH_MAX);
+        path[0] = '/';
+        path[PATH_MAX] = '\0';
+        snprintf(spec, sizeof spec, "a:unix:/a=unix:/b,token-file=\"%s\"", path);
+        snprintf(want, sizeof want, "-F '%.512s...': token-file: '\"%.39s...' is too long, expected at most %d bytes in quotes", spec,
+                 path, PATH_MAX - 1);
+        cr_assert_eq(add_spec(&conf, spec, &log_text), -EINVAL);
+        assert_error(log_text, "%s", want);
+        cr_assert_eq(count_errors(log_text), 1);
+        free(log_text);
+        /* One byte less fits. */
+        path[PATH_MAX - 1] = '\0';
+        snprintf(spec, sizeof spec, "a:unix:/a=unix:/b,token-file=\"%s\"", path);
+        cr_assert_eq(strlen(spec_ok(spec)->token_file), PATH_MAX - 1);
+        cr_assert_eq(conf.n_forwards, 1);
+        sf_conf_free(&conf);
 }

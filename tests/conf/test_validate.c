@@ -97,6 +97,23 @@ Test(validate, one_listen_endpoint_file_and_spec) {
         cr_assert_eq(count_errors(log_text), 1);
 }
 
+/* A clash is reported once per forward and key, against the first forward that has it: three
+ * forwards on one endpoint make two errors, not three. */
+Test(validate, a_clash_names_the_first_forward) {
+        const char *specs[] = { "a:unix:@x=unix:/y,env=V,alias=/run/al", "b:unix:@x=unix:/z,env=V,alias=/run/al",
+                                "c:unix:@x=unix:/z,env=V,alias=/run/al", NULL };
+        cr_assert_eq(check(NULL, specs), -EINVAL);
+        cr_assert_eq(count_errors(log_text), 6, "%s", log_text);
+        for (size_t i = 0; i < 2; i++) {
+                const char *spec = specs[i + 1];
+                assert_error(log_text, "-F '%s': listen: unix:@x is also the listen endpoint of [a] (-F '%s'), expected one forward per listen endpoint", spec, specs[0]);
+                assert_error(log_text, "-F '%s': env: V is also set by [a] (-F '%s'), expected one forward per variable", spec, specs[0]);
+                assert_error(log_text, "-F '%s': alias: /run/al is also the alias of [a] (-F '%s'), expected one forward per alias", spec, specs[0]);
+        }
+        free(log_text);
+        sf_conf_free(&conf);
+}
+
 Test(validate, one_listen_endpoint_two_specs) {
         const char *specs[] = { "a:unix:@x=unix:/y", "b:unix:@x=unix:/z", "c:unix:/x=unix:/z", NULL };
         cr_assert_eq(check(NULL, specs), -EINVAL);
@@ -208,6 +225,21 @@ Test(validate, every_error_is_reported) {
         assert_contains(log_text, "-F 'd:unix:/d=unix:/d': connect: unix:/d is the listen endpoint of this forward");
 }
 
+/* The pre-auth budget's default follows max-conns, whichever order the keys come in; the
+ * relay reads the resolved value. */
+Test(validate, preauth_default_follows_max_conns) {
+        const char *specs[] = { "b:unix:/b=tcp:h:1,preauth-max=16,max-conns=100", "c:unix:/c=tcp:h:1,max-conns=1000000", NULL };
+        cr_assert_eq(check("[a]\nlisten = unix:/a\nconnect = tcp:h:1\n"
+                           "[d]\nlisten = unix:/d\nconnect = tcp:h:1\nmax-conns = 100\n", specs), 0, "%s", log_text);
+        free(log_text);
+        cr_assert_eq(conf.n_forwards, 4);
+        cr_assert_eq(conf.forwards[0].preauth_max, 4096, "4 x the default max-conns");
+        cr_assert_eq(conf.forwards[1].preauth_max, 400);
+        cr_assert_eq(conf.forwards[2].preauth_max, 16, "a value of its own stays");
+        cr_assert_eq(conf.forwards[3].preauth_max, 4000000);
+        sf_conf_free(&conf);
+}
+
 Test(validate, token_file_lookup) {
         struct sf_forward f;
         sf_conf_init(&conf);
@@ -217,6 +249,7 @@ Test(validate, token_file_lookup) {
         strcpy(conf.token_file, "/global");
         cr_assert_str_eq(sf_conf_token_file(&conf, &f), "/global");
         cr_assert_str_eq(sf_conf_token_file(&conf, NULL), "/global");
-        strcpy(f.token_file, "/own");
+        char own[] = "/own";
+        f.token_file = own;
         cr_assert_str_eq(sf_conf_token_file(&conf, &f), "/own");
 }

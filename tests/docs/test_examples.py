@@ -44,6 +44,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import sftap  # noqa: E402
+
 RUN_LANGS = {"sh": "sh", "bash": "sh", "shell": "sh", "console": "console", "ini": "ini"}
 WINDOWS_LANGS = {"bat", "batch", "cmd", "powershell", "ps1", "pwsh"}
 HOST_NAMES = ("host.docker.internal", "host.lima.internal", "host.containers.internal",
@@ -336,15 +339,15 @@ def run_block(sc, b, check_argv):
 def main():
     root = pathlib.Path(sys.argv[1])
     sockferry = os.environ.get("SOCKFERRY")
+    tap = sftap.Tap()
     if not sockferry or not os.access(sockferry, os.X_OK):
-        print("1..1\nnot ok 1 - SOCKFERRY names the built binary (meson test sets it)")
-        return 1
+        tap.ok(False, "SOCKFERRY names the built binary (meson test sets it)")
+        return tap.finish()
     files = ["README.md"] + sorted(str(p.relative_to(root)) for p in (root / "doc").glob("*.md"))
     blocks = [b for f in files for b in blocks_of(root, f)]
     if os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("nsenter"):
-        print("1..0 # SKIP needs root, unshare and nsenter: every example runs in its own "
-              "mount and network namespace")
-        return 0
+        sftap.skip_all("needs root, unshare and nsenter: every example runs in its own "
+                       "mount and network namespace")
     checker, check_argv = ini_checker(sockferry)
 
     results, diags = [], []
@@ -355,7 +358,7 @@ def main():
                 results.append((False, f"{b.where} ({b.lang}) marker", b.error))
                 continue
             if b.skip:
-                diags.append(f"# skipped {b.where} ({b.lang}): {b.skip}")
+                diags.append(f"skipped {b.where} ({b.lang}): {b.skip}")
                 continue
             if b.lang in WINDOWS_LANGS:
                 results.append((False, f"{b.where} ({b.lang}) marker",
@@ -385,16 +388,12 @@ def main():
         if sc:
             sc.close()
 
-    print(f"1..{len(results)}")
-    print(f"# ini blocks are checked with: {checker}")
+    tap.comment(f"ini blocks are checked with: {checker}")
     for line in diags:
-        print(line)
-    for i, (ok, desc, detail) in enumerate(results, 1):
-        print(f"{'ok' if ok else 'not ok'} {i} - {desc}")
-        if not ok:
-            for line in detail.rstrip().splitlines():
-                print(f"#   {line}")
-    return 0 if all(ok for ok, _, _ in results) else 1
+        tap.comment(line)
+    for ok, desc, detail in results:
+        tap.ok(ok, desc, detail.rstrip())
+    return tap.finish()
 
 
 if __name__ == "__main__":

@@ -6,12 +6,16 @@ Usage: test_manpages.py SOURCE_ROOT
 * every long and short option of every `sockferry COMMAND` (struct option arrays and
   getopt strings of shim/cmd_*.c and the shared ones of shim/cli.h) is in doc/sockferry.1.scd and in the bash completion;
 * every command of shim/main.c is in both;
-* every configuration key (conf/conf.c keys[]) is in doc/sockferry.conf.5.scd;
+* every configuration key (conf/keys.c sf_conf_keys[]) is in doc/sockferry.conf.5.scd;
 * every exit status the CLI defines (SF_EX_* in conf/conf.h, shim/cli.h) is in sockferry(1)'s EXIT STATUS.
 """
+import os
 import pathlib
 import re
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import sftap  # noqa: E402
 
 
 def main():
@@ -44,11 +48,11 @@ def main():
         for ch in sorted(shorts):
             tests.append((f"*-{ch}*" in man1, f"sockferry(1) documents -{ch} ({src.name})"))
 
-    conf = (root / "conf" / "conf.c").read_text()
-    table = conf[conf.index("} keys[] = {"):]
+    conf = (root / "conf" / "keys.c").read_text()
+    table = conf[conf.index(" sf_conf_keys[] = {"):]
     table = table[: table.index("};")]
     keys = re.findall(r'\{\s*"([a-z-]+)",', table)
-    tests.append((len(keys) >= 10, f"conf/conf.c has a key table ({len(keys)} keys)"))
+    tests.append((len(keys) >= 10, f"conf/keys.c has a key table ({len(keys)} keys)"))
     for key in keys:
         tests.append((re.search(rf"^\*{re.escape(key)}\* =", man5, flags=re.M) is not None,
                       f"sockferry.conf(5) documents the key {key}"))
@@ -61,10 +65,10 @@ def main():
     for name, num in statuses:
         tests.append((f"*{num}*" in exit_section, f"sockferry(1) EXIT STATUS lists {num} ({name})"))
 
-    print(f"1..{len(tests)}")
-    for i, (ok, desc) in enumerate(tests, 1):
-        print(f"{'ok' if ok else 'not ok'} {i} - {desc}")
-    return 0 if all(ok for ok, _ in tests) else 1
+    tap = sftap.Tap()
+    for ok, desc in tests:
+        tap.ok(ok, desc)
+    return tap.finish()
 
 
 if __name__ == "__main__":

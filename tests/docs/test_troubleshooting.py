@@ -8,9 +8,13 @@ more `code` fragments; "…" stands for a part that varies (a path, an endpoint,
 text). Every fragment must match one C string literal of relay/, shim/, conf/ or preload/
 (adjacent literals joined, printf conversions standing for "…"), its pieces in order.
 """
+import os
 import pathlib
 import re
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import sftap  # noqa: E402
 
 SOURCE_DIRS = ("relay", "shim", "conf", "preload")
 # Error classes every table must cover: the words the link failures start with.
@@ -75,9 +79,10 @@ def main():
     doc, root = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
     strings = source_strings(root)
     rows = table_rows(doc)
+    tap = sftap.Tap()
     if rows is None:
-        print(f"1..1\nnot ok 1 - {doc.name} has a '## Messages' section")
-        return 1
+        tap.ok(False, f"{doc.name} has a '## Messages' section")
+        return tap.finish()
     tests = []
     for cells in rows:
         fragments = re.findall(r"`([^`]+)`", cells[0])
@@ -97,12 +102,9 @@ def main():
     quoted = " ".join(r[0] for r in rows)
     for cls in CLASSES:
         tests.append((f"`{cls}" in quoted, f"the table covers the error class '{cls}'"))
-    print(f"1..{len(tests)}")
-    failed = 0
-    for i, (ok, desc) in enumerate(tests, 1):
-        print(f"{'ok' if ok else 'not ok'} {i} - {desc}")
-        failed += not ok
-    return 1 if failed else 0
+    for ok, desc in tests:
+        tap.ok(ok, desc)
+    return tap.finish()
 
 
 if __name__ == "__main__":

@@ -3,66 +3,49 @@
 
 The "container" is a network namespace joined to the host by a veth pair (198.18.0.0/15
 addresses only); `ip netns exec` gives it an /etc/hosts where host.docker.internal is the
-host end, as Docker Desktop does."""
+host end, as Docker Desktop does. The namespace lives for the whole run; each test gets a
+Scene (tests/lib/sfharness.py) for what it starts."""
 
 import os
 import resource
-import shutil
 import socket
 import subprocess
 import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import sfharness  # noqa: E402
-from sfharness import (Relay, Server, Skip, Tap, connect, free_port, recv_all, run_sockferry,  # noqa: E402
-                       tmpdir, transfer_both_ways, wait_for, VALGRIND)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import sftap  # noqa: E402
+from sfharness import (Scene, Skip, connect, free_port, keygen, netns, recv_all, run_sockferry,  # noqa: E402
+                       transfer_both_ways, wait_for, VALGRIND)
 
 NS = "sf-auth-%d" % os.getpid()
 HOST_IF, CONT_IF = "sfh%d" % (os.getpid() % 100000), "sfc%d" % (os.getpid() % 100000)
 HOST_IP, CONT_IP = "198.18.0.1", "198.18.0.2"
 PORT = 7777
 MIB = 1 << 20
-
-
-def netns_up():
-    sfharness.netns_up(NS, HOST_IF, CONT_IF, HOST_IP, CONT_IP)
-
-
-def netns_down():
-    sfharness.netns_down(NS, HOST_IF)
+IN_NS = ["ip", "netns", "exec", NS]
 
 
 class Env:
-    """A host service, a token, a host relay and a container relay in the namespace."""
+    """A host service, a token, a host relay and a container relay in the namespace, all in
+    the scene sc."""
 
-    def __init__(self, host_token=None, cont_token=None, service="sink-source", host_relay=True,
+    def __init__(self, sc, host_token=None, cont_token=None, service="sink-source", host_relay=True,
                  cont_extra="", host_extra=""):
-        self.d = tmpdir()
-        self.token = self.keygen("token")
-        self.srv = Server(service, self.d + "/service.sock") if service else None
+        self.d = sc.tmpdir()
+        self.token = keygen(self.d, "token")
+        self.srv = sc.server(service, self.d + "/service.sock") if service else None
         self.host = None
         if host_relay:
-            self.host = Relay(["relay", "-F", "host:tcp:%s:%d=unix:%s/service.sock,auth=token,token-file=%s%s"
-                               % (HOST_IP, PORT, self.d, host_token or self.token, host_extra)])
-        self.cont = Relay(["relay", "-F", "cont:unix:%s/container.sock=tcp:host.docker.internal:%d,auth=token,"
-                           "token-file=%s%s" % (self.d, PORT, cont_token or self.token, cont_extra)],
-                          prefix=["ip", "netns", "exec", NS])
+            self.host = sc.relay(["relay", "-F", "host:tcp:%s:%d=unix:%s/service.sock,auth=token,token-file=%s%s"
+                                  % (HOST_IP, PORT, self.d, host_token or self.token, host_extra)])
+        self.cont = sc.relay(["relay", "-F", "cont:unix:%s/container.sock=tcp:host.docker.internal:%d,auth=token,"
+                              "token-file=%s%s" % (self.d, PORT, cont_token or self.token, cont_extra)],
+                             prefix=IN_NS)
 
     def keygen(self, name):
-        path = os.path.join(self.d, name)
-        rc, out, err = run_sockferry(["keygen", "-o", path])
-        assert rc == 0, err
-        return path
-
-    def close(self, expect=0):
-        self.cont.stop(expect)
-        if self.host:
-            self.host.stop(expect)
-        if self.srv:
-            self.srv.stop()
-        shutil.rmtree(self.d, ignore_errors=True)
+        return keygen(self.d, name)
 
 
 def client_fails_with(env, words, timeout=10):
@@ -80,226 +63,162 @@ def client_fails_with(env, words, timeout=10):
     return time.monotonic() - start
 
 
-def test_service_through_container_relay_tcp_auth_host_relay():
-    e = Env()
-    try:
-        transfer_both_ways(e.d + "/container.sock", (4 if VALGRIND else 32) * MIB)
-        # the listening side bound a non-loopback address: allowed because auth = token
-        assert "listening on tcp:%s:%d" % (HOST_IP, PORT) in e.host.text()
-    finally:
-        e.close()
+def test_service_through_container_relay_tcp_auth_host_relay(sc):
+    e = Env(sc)
+    transfer_both_ways(e.d + "/container.sock", (4 if VALGRIND else 32) * MIB)
+    # the listening side bound a non-loopback address: allowed because auth = token
+    assert "listening on tcp:%s:%d" % (HOST_IP, PORT) in e.host.text()
 
 
-def test_half_close_crosses_the_authenticated_link():
-    e = Env(service="after-eof")
-    try:
-        s = connect(e.d + "/container.sock")
-        s.sendall(b"x" * 100000)
-        s.shutdown(socket.SHUT_WR)
-        reply = recv_all(s)
-        s.close()
-        assert reply.startswith(b"100000 "), reply
-    finally:
-        e.close()
+def test_half_close_crosses_the_authenticated_link(sc):
+    e = Env(sc, service="after-eof")
+    s = connect(e.d + "/container.sock")
+    s.sendall(b"x" * 100000)
+    s.shutdown(socket.SHUT_WR)
+    reply = recv_all(s)
+    s.close()
+    assert reply.startswith(b"100000 "), reply
 
 
-def test_wrong_token_is_auth_rejected_on_both_sides():
-    e = Env()
-    try:
-        wrong = e.keygen("wrong")
-        bad = Relay(["relay", "-F", "bad:unix:%s/bad.sock=tcp:host.docker.internal:%d,auth=token,token-file=%s"
-                     % (e.d, PORT, wrong)], prefix=["ip", "netns", "exec", NS])
-        try:
-            s = connect(e.d + "/bad.sock")
-            s.sendall(b"secret request")
-            assert s.recv(10) == b""
-            s.close()
-            wait_for(lambda: "auth rejected" in bad.text(), what="auth rejected in the container log")
-            text = bad.text()
-            assert "tcp:host.docker.internal:%d does not accept our token (%s)" % (PORT, wrong) in text, text
-            with open(wrong) as f:
-                assert f.read().strip() not in text, "the token leaked into the log"
-            wait_for(lambda: "auth rejected: %s:" % CONT_IP in e.host.text(), what="host log names the peer")
-        finally:
-            bad.stop()
-        # a good client still works afterwards
-        s = connect(e.d + "/container.sock")
-        s.sendall((5).to_bytes(8, "big") + b"12345678")
-        assert len(s.recv(5, socket.MSG_WAITALL)) == 5
-        s.close()
-    finally:
-        e.close()
+def test_wrong_token_is_auth_rejected_on_both_sides(sc):
+    e = Env(sc)
+    wrong = e.keygen("wrong")
+    bad = sc.relay(["relay", "-F", "bad:unix:%s/bad.sock=tcp:host.docker.internal:%d,auth=token,token-file=%s"
+                    % (e.d, PORT, wrong)], prefix=IN_NS)
+    s = connect(e.d + "/bad.sock")
+    s.sendall(b"secret request")
+    assert s.recv(10) == b""
+    s.close()
+    wait_for(lambda: "auth rejected" in bad.text(), what="auth rejected in the container log")
+    text = bad.text()
+    assert "tcp:host.docker.internal:%d does not accept our token (%s)" % (PORT, wrong) in text, text
+    with open(wrong) as f:
+        assert f.read().strip() not in text, "the token leaked into the log"
+    wait_for(lambda: "auth rejected: %s:" % CONT_IP in e.host.text(), what="host log names the peer")
+    bad.stop()
+    # a good client still works afterwards
+    s = connect(e.d + "/container.sock")
+    s.sendall((5).to_bytes(8, "big") + b"12345678")
+    assert len(s.recv(5, socket.MSG_WAITALL)) == 5
+    s.close()
 
 
-def banner_server(port, banner):
+def banner_server(sc, port, banner):
+    """A listener on the host end that greets each connection with banner (or says nothing)
+    and holds it until the test ends."""
     ls = socket.socket()
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     ls.bind((HOST_IP, port))
     ls.listen(16)
-    stop = threading.Event()
-
-    def loop():
-        ls.settimeout(0.1)
-        conns = []
-        while not stop.is_set():
-            try:
-                c, _ = ls.accept()
-            except socket.timeout:
-                continue
-            if banner:
-                c.sendall(banner)
-            conns.append(c)
-        for c in conns:
-            c.close()
-        ls.close()
-
-    t = threading.Thread(target=loop)
-    t.start()
-    return stop, t
+    sc.serve(ls, lambda c: c.sendall(banner) if banner else None, threaded=False)
 
 
-def test_relay_chained_between_two_links():
+def test_relay_chained_between_two_links(sc):
     """container relay -> jump relay (its listen and its connect both auth = token) -> last
     relay -> service: the jump relay runs two handshakes on one connection, each with its own
     nonces, and a failure behind it reaches the container relay as a status, not a hang-up."""
-    e = Env(host_relay=False)
+    e = Env(sc, host_relay=False)
     inner = free_port()
-    jump = last = None
+    last = sc.relay(["relay", "-F", "last:tcp:127.0.0.1:%d=unix:%s/service.sock,auth=token,token-file=%s"
+                     % (inner, e.d, e.token)])
+    sc.relay(["relay", "-F", "jump:tcp:%s:%d=tcp:127.0.0.1:%d,auth=token,token-file=%s"
+              % (HOST_IP, PORT, inner, e.token)])
+    for _ in range(3):
+        transfer_both_ways(e.d + "/container.sock", (1 if VALGRIND else 8) * MIB)
+    last.stop()
+    wrong = e.keygen("wrong")
+    sc.relay(["relay", "-F", "last:tcp:127.0.0.1:%d=unix:%s/service.sock,auth=token,token-file=%s"
+              % (inner, e.d, wrong)])
+    client_fails_with(e, "could not reach its upstream")
+    text = e.cont.text()
+    assert "auth rejected: tcp:127.0.0.1:%d does not accept our token" % inner in text, text
+
+
+def test_banner_server_is_a_wrong_peer_and_quoted(sc):
+    e = Env(sc, host_relay=False, service=None)
+    banner_server(sc, PORT, b"SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3\r\n")
+    took = client_fails_with(e, "is not a sockferry relay")
+    assert 'tcp:host.docker.internal:%d is not a sockferry relay: it sent "SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3"'\
+        % PORT in e.cont.text(), e.cont.text()
+    assert took < 3, "took %.1fs" % took
+
+
+def test_silent_server_is_a_wrong_peer_after_handshake_timeout(sc):
+    e = Env(sc, host_relay=False, service=None, cont_extra=",handshake-timeout=500ms")
+    banner_server(sc, PORT, None)
+    took = client_fails_with(e, "sent nothing within 500ms")
+    text = e.cont.text()
+    assert "wrong peer" in text and "auth = none" in text, text
+    assert took < 3, "took %.1fs" % took
+
+
+def test_auth_token_only_on_the_host_is_named_on_the_container_side(sc):
+    e = Env(sc)
+    plain = sc.relay(["relay", "-F", "plain:unix:%s/plain.sock=tcp:host.docker.internal:%d" % (e.d, PORT)],
+                     prefix=IN_NS)
+    s = connect(e.d + "/plain.sock", timeout=10)
     try:
-        last = Relay(["relay", "-F", "last:tcp:127.0.0.1:%d=unix:%s/service.sock,auth=token,token-file=%s"
-                      % (inner, e.d, e.token)])
-        jump = Relay(["relay", "-F", "jump:tcp:%s:%d=tcp:127.0.0.1:%d,auth=token,token-file=%s"
-                      % (HOST_IP, PORT, inner, e.token)])
-        for _ in range(3):
-            transfer_both_ways(e.d + "/container.sock", (1 if VALGRIND else 8) * MIB)
-        last.stop()
-        wrong = e.keygen("wrong")
-        last = Relay(["relay", "-F", "last:tcp:127.0.0.1:%d=unix:%s/service.sock,auth=token,token-file=%s"
-                      % (inner, e.d, wrong)])
-        client_fails_with(e, "could not reach its upstream")
-        text = e.cont.text()
-        assert "auth rejected: tcp:127.0.0.1:%d does not accept our token" % inner in text, text
-    finally:
-        for r in (jump, last):
-            if r:
-                r.stop()
-        e.close()
+        s.sendall(b"GET / HTTP/1.0\r\n\r\n")
+        data = recv_all(s)
+    except (BrokenPipeError, ConnectionResetError):
+        data = b""
+    s.close()
+    # the host relay's greeting used to reach the client as data (curl: "Received HTTP/0.9")
+    assert b"SFRY" not in data, data
+    wait_for(lambda: "is a sockferry relay with auth = token" in plain.text(), timeout=10,
+             what="the diagnosis in the container log")
+    assert "wrong peer: tcp:host.docker.internal:%d is a sockferry relay with auth = token (it sent the "\
+        "sockferry/1 greeting), and this forward has auth = none: set auth = token and token-file (the same "\
+        "token as that relay's) in [plain] here" % PORT in plain.text(), plain.text()
 
 
-def test_banner_server_is_a_wrong_peer_and_quoted():
-    e = Env(host_relay=False, service=None)
-    stop, t = banner_server(PORT, b"SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3\r\n")
-    try:
-        took = client_fails_with(e, "is not a sockferry relay")
-        assert 'tcp:host.docker.internal:%d is not a sockferry relay: it sent "SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3"'\
-            % PORT in e.cont.text(), e.cont.text()
-        assert took < 3, "took %.1fs" % took
-    finally:
-        stop.set()
-        t.join()
-        e.close()
+def test_auth_token_only_in_the_container_names_both_causes(sc):
+    e = Env(sc, host_relay=False, cont_extra=",handshake-timeout=500ms")
+    sc.relay(["relay", "-F", "host:tcp:%s:%d=unix:%s/service.sock,allow-insecure=yes" % (HOST_IP, PORT, e.d)])
+    client_fails_with(e, "sent nothing within 500ms")
+    text = e.cont.text()
+    assert "wrong peer: tcp:host.docker.internal:%d sent nothing within 500ms: it may be a plain TCP service "\
+        "(then auth = none here) or, the usual case, a sockferry relay with auth = none: set auth = token and "\
+        "the same token-file on that relay" % PORT in text, text
 
 
-def test_silent_server_is_a_wrong_peer_after_handshake_timeout():
-    e = Env(host_relay=False, service=None, cont_extra=",handshake-timeout=500ms")
-    stop, t = banner_server(PORT, None)
-    try:
-        took = client_fails_with(e, "sent nothing within 500ms")
-        text = e.cont.text()
-        assert "wrong peer" in text and "auth = none" in text, text
-        assert took < 3, "took %.1fs" % took
-    finally:
-        stop.set()
-        t.join()
-        e.close()
+def test_host_relay_down_is_reported_promptly(sc):
+    e = Env(sc, host_relay=False, service=None)
+    took = client_fails_with(e, "Connection refused")
+    assert "connect tcp:host.docker.internal:%d: Connection refused — is the host-side relay" % PORT in e.cont.text()
+    assert took < 3
 
 
-def test_auth_token_only_on_the_host_is_named_on_the_container_side():
-    e = Env()
-    plain = Relay(["relay", "-F", "plain:unix:%s/plain.sock=tcp:host.docker.internal:%d" % (e.d, PORT)],
-                  prefix=["ip", "netns", "exec", NS])
-    try:
-        s = connect(e.d + "/plain.sock", timeout=10)
-        try:
-            s.sendall(b"GET / HTTP/1.0\r\n\r\n")
-            data = recv_all(s)
-        except (BrokenPipeError, ConnectionResetError):
-            data = b""
-        s.close()
-        # the host relay's greeting used to reach the client as data (curl: "Received HTTP/0.9")
-        assert b"SFRY" not in data, data
-        wait_for(lambda: "is a sockferry relay with auth = token" in plain.text(), timeout=10,
-                 what="the diagnosis in the container log")
-        assert "wrong peer: tcp:host.docker.internal:%d is a sockferry relay with auth = token (it sent the "\
-            "sockferry/1 greeting), and this forward has auth = none: set auth = token and token-file (the same "\
-            "token as that relay's) in [plain] here" % PORT in plain.text(), plain.text()
-    finally:
-        plain.stop()
-        e.close()
+def test_host_upstream_down_reason_travels_in_the_status_frame(sc):
+    e = Env(sc, service=None)
+    client_fails_with(e, "could not reach its upstream")
+    text = e.cont.text()
+    assert "upstream unavailable: the host relay at tcp:host.docker.internal:%d could not reach its upstream: "\
+        "connect unix:%s/service.sock: No such file or directory" % (PORT, e.d) in text, text
+    # the host's hint crosses the link readably: its em dash was "???" on the container side
+    assert "No such file or directory - is the service running, and is the path right?" in text, text
+    assert "???" not in text, text
 
 
-def test_auth_token_only_in_the_container_names_both_causes():
-    e = Env(host_relay=False, cont_extra=",handshake-timeout=500ms")
-    host = Relay(["relay", "-F", "host:tcp:%s:%d=unix:%s/service.sock,allow-insecure=yes" % (HOST_IP, PORT, e.d)])
-    try:
-        client_fails_with(e, "sent nothing within 500ms")
-        text = e.cont.text()
-        assert "wrong peer: tcp:host.docker.internal:%d sent nothing within 500ms: it may be a plain TCP service "\
-            "(then auth = none here) or, the usual case, a sockferry relay with auth = none: set auth = token and "\
-            "the same token-file on that relay" % PORT in text, text
-    finally:
-        host.stop()
-        e.close()
+def test_version_mismatch_is_named(sc):
+    e = Env(sc, host_relay=False, service=None)
+    banner_server(sc, PORT, b"SFRY\x07" + b"\x00" * 32)
+    client_fails_with(e, "version mismatch")
+    assert "speaks sockferry/7, we speak sockferry/1" in e.cont.text(), e.cont.text()
 
 
-def test_host_relay_down_is_reported_promptly():
-    e = Env(host_relay=False, service=None)
-    try:
-        took = client_fails_with(e, "Connection refused")
-        assert "connect tcp:host.docker.internal:%d: Connection refused — is the host-side relay" % PORT in e.cont.text()
-        assert took < 3
-    finally:
-        e.close()
-
-
-def test_host_upstream_down_reason_travels_in_the_status_frame():
-    e = Env(service=None)
-    try:
-        client_fails_with(e, "could not reach its upstream")
-        text = e.cont.text()
-        assert "upstream unavailable: the host relay at tcp:host.docker.internal:%d could not reach its upstream: "\
-            "connect unix:%s/service.sock: No such file or directory" % (PORT, e.d) in text, text
-        # the host's hint crosses the link readably: its em dash was "???" on the container side
-        assert "No such file or directory - is the service running, and is the path right?" in text, text
-        assert "???" not in text, text
-    finally:
-        e.close()
-
-
-def test_version_mismatch_is_named():
-    e = Env(host_relay=False, service=None)
-    stop, t = banner_server(PORT, b"SFRY\x07" + b"\x00" * 32)
-    try:
-        client_fails_with(e, "version mismatch")
-        assert "speaks sockferry/7, we speak sockferry/1" in e.cont.text(), e.cont.text()
-    finally:
-        stop.set()
-        t.join()
-        e.close()
-
-
-def test_replayed_client_handshake_is_rejected():
+def test_replayed_client_handshake_is_rejected(sc):
     """Capture a good client's handshake with a recording proxy, then replay it byte for byte
     on a new connection: the host relay's fresh nonce makes the old MAC worthless."""
-    e = Env(host_relay=True, service="echo")
+    e = Env(sc, host_relay=True, service="echo")
     proxy_port = PORT + 1
     captured = []
-    ls = socket.socket()
+    ls = sc.enter_context(socket.socket())
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     ls.bind((HOST_IP, proxy_port))
     ls.listen(1)
-    rec = Relay(["relay", "-F", "rec:unix:%s/rec.sock=tcp:host.docker.internal:%d,auth=token,token-file=%s"
-                 % (e.d, proxy_port, e.token)], prefix=["ip", "netns", "exec", NS])
+    sc.relay(["relay", "-F", "rec:unix:%s/rec.sock=tcp:host.docker.internal:%d,auth=token,token-file=%s"
+              % (e.d, proxy_port, e.token)], prefix=IN_NS)
 
     def proxy():
         c, _ = ls.accept()
@@ -317,68 +236,55 @@ def test_replayed_client_handshake_is_rejected():
         c.close()
         u.close()
 
-    t = threading.Thread(target=proxy)
+    t = threading.Thread(target=proxy, daemon=True)
     t.start()
-    try:
-        s = connect(e.d + "/rec.sock")
-        s.sendall(b"hello")
-        assert s.recv(5, socket.MSG_WAITALL) == b"hello"
-        s.close()
-        t.join(10)
-        assert captured and len(captured[0]) == 70
-        # replay
-        u = socket.create_connection((HOST_IP, PORT), timeout=5)
-        hello = u.recv(37, socket.MSG_WAITALL)
-        assert hello[:4] == b"SFRY"
-        u.sendall(captured[0] + b"replayed request")
-        status = u.recv(34, socket.MSG_WAITALL)
-        assert status[0] == 1, "status %r: the replayed handshake was not rejected" % status[:2]
-        assert u.recv(100) == b""
-        u.close()
-        wait_for(lambda: "auth rejected" in e.host.text(), what="host log")
-    finally:
-        ls.close()
-        rec.stop()
-        e.close()
+    s = connect(e.d + "/rec.sock")
+    s.sendall(b"hello")
+    assert s.recv(5, socket.MSG_WAITALL) == b"hello"
+    s.close()
+    t.join(10)
+    assert captured and len(captured[0]) == 70
+    # replay
+    u = socket.create_connection((HOST_IP, PORT), timeout=5)
+    hello = u.recv(37, socket.MSG_WAITALL)
+    assert hello[:4] == b"SFRY"
+    u.sendall(captured[0] + b"replayed request")
+    status = u.recv(34, socket.MSG_WAITALL)
+    assert status[0] == 1, "status %r: the replayed handshake was not rejected" % status[:2]
+    assert u.recv(100) == b""
+    u.close()
+    wait_for(lambda: "auth rejected" in e.host.text(), what="host log")
 
 
-def test_slowloris_does_not_delay_a_good_client():
+def test_slowloris_does_not_delay_a_good_client(sc):
     # a client stuck behind the silent ones would wait for their handshake timeout (10s)
-    e = Env(service="echo", host_extra=",handshake-timeout=10s")
-    idle = []
-    try:
-        n = 100 if VALGRIND else 500
-        for i in range(n):
-            s = socket.socket()
-            s.connect((HOST_IP, PORT))  # opens and says nothing
-            idle.append(s)
-        start = time.monotonic()
-        c = connect(e.d + "/container.sock")
-        c.sendall(b"ping")
-        assert c.recv(4, socket.MSG_WAITALL) == b"ping"
-        took = time.monotonic() - start
-        c.close()
-        assert took < 5, "a good client waited %.2fs behind %d silent connections" % (took, n)
-    finally:
-        for s in idle:
-            s.close()
-        e.close()
+    e = Env(sc, service="echo", host_extra=",handshake-timeout=10s")
+    idle = sc.closing([])
+    n = 100 if VALGRIND else 500
+    for i in range(n):
+        s = socket.socket()
+        idle.append(s)
+        s.connect((HOST_IP, PORT))  # opens and says nothing
+    start = time.monotonic()
+    c = connect(e.d + "/container.sock")
+    c.sendall(b"ping")
+    assert c.recv(4, socket.MSG_WAITALL) == b"ping"
+    took = time.monotonic() - start
+    c.close()
+    assert took < 5, "a good client waited %.2fs behind %d silent connections" % (took, n)
 
 
-def test_slowloris_connections_are_closed_after_handshake_timeout():
-    e = Env(service="echo", host_extra=",handshake-timeout=300ms")
-    try:
-        before = e.host.fds()
-        idle = [socket.create_connection((HOST_IP, PORT)) for _ in range(20)]
-        for s in idle:
-            s.settimeout(3)
-            hello = s.recv(37, socket.MSG_WAITALL)
-            assert hello[:4] == b"SFRY"
-            assert s.recv(1) == b"", "the host relay kept a silent connection open"
-            s.close()
-        wait_for(lambda: e.host.fds() == before, what="host relay fds back to %d" % before)
-    finally:
-        e.close()
+def test_slowloris_connections_are_closed_after_handshake_timeout(sc):
+    e = Env(sc, service="echo", host_extra=",handshake-timeout=300ms")
+    before = e.host.fds()
+    idle = sc.closing([socket.create_connection((HOST_IP, PORT)) for _ in range(20)])
+    for s in idle:
+        s.settimeout(3)
+        hello = s.recv(37, socket.MSG_WAITALL)
+        assert hello[:4] == b"SFRY"
+        assert s.recv(1) == b"", "the host relay kept a silent connection open"
+        s.close()
+    wait_for(lambda: e.host.fds() == before, what="host relay fds back to %d" % before)
 
 
 # Opens argv[1] TCP connections to argv[2]:argv[3] without waiting for any, says nothing on
@@ -408,7 +314,7 @@ sys.stdin.read()
 """
 
 
-def test_preauth_flood_does_not_starve_authenticated_clients():
+def test_preauth_flood_does_not_starve_authenticated_clients(sc):
     # One address floods the listener with connections that never authenticate; the good
     # clients come from the same address (the container's), as they would from a VM's NAT
     # address. A long handshake-timeout keeps the flood in place for the whole test.
@@ -416,131 +322,112 @@ def test_preauth_flood_does_not_starve_authenticated_clients():
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     if hard != resource.RLIM_INFINITY and hard < n + 256:
         raise Skip("the hard RLIMIT_NOFILE (%d) does not allow %d connections" % (hard, n))
-    e = Env(service="echo", host_extra=",handshake-timeout=30s")
-    flood = None
-    try:
-        base = e.host.fds()
-        flood = subprocess.Popen(["ip", "netns", "exec", NS, sys.executable, "-c", FLOODER, str(n), HOST_IP,
-                                  str(PORT)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        up = int(flood.stdout.readline() or 0)
-        print("# %d of %d idle connections established" % (up, n))
+    e = Env(sc, service="echo", host_extra=",handshake-timeout=30s")
+    base = e.host.fds()
+    flood = sc.popen(IN_NS + [sys.executable, "-c", FLOODER, str(n), HOST_IP, str(PORT)],
+                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    up = int(flood.stdout.readline() or 0)
+    print("# %d of %d idle connections established" % (up, n))
 
-        results = [None] * 20
+    results = [None] * 20
 
-        def client(i):
-            start = time.monotonic()
-            try:
-                c = connect(e.d + "/container.sock", timeout=20)
-                msg = b"ping%02d" % i
-                c.sendall(msg)
-                got = c.recv(len(msg), socket.MSG_WAITALL)
-                c.close()
-                results[i] = (got == msg, time.monotonic() - start)
-            except OSError as err:
-                results[i] = (False, repr(err))
+    def client(i):
+        start = time.monotonic()
+        try:
+            c = connect(e.d + "/container.sock", timeout=20)
+            msg = b"ping%02d" % i
+            c.sendall(msg)
+            got = c.recv(len(msg), socket.MSG_WAITALL)
+            c.close()
+            results[i] = (got == msg, time.monotonic() - start)
+        except OSError as err:
+            results[i] = (False, repr(err))
 
-        threads = [threading.Thread(target=client, args=(i,)) for i in range(20)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        failed = [r for r in results if not r[0]]
-        took = sorted(r[1] for r in results if r[0])
-        if took:
-            print("# handshake and echo behind %d idle connections: max %.0f ms, p50 %.0f ms"
-                  % (up, took[-1] * 1000, took[len(took) // 2] * 1000))
-        assert not failed, "%d of 20 clients failed: %r\n%s" % (len(failed), failed, e.cont.text()[-2000:])
-        assert "pre-auth budget full" in e.host.text(), e.host.text()[-2000:]
-        if not VALGRIND:
-            rss, hwm = e.host.rss_kib(), e.host.status("VmHWM")
-            print("# host relay VmRSS %.1f MiB, VmHWM %.1f MiB" % (rss / 1024, hwm / 1024))
-            assert hwm < 64 * 1024, "host relay peaked at %d KiB" % hwm
-        flood.stdin.close()
-        flood.wait(timeout=30)
-        flood = None
-        wait_for(lambda: e.host.fds() == base, timeout=30, what="host relay fds back to %d" % base)
-    finally:
-        if flood:
-            flood.kill()
-            flood.wait()
-        e.close()
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    failed = [r for r in results if not r[0]]
+    took = sorted(r[1] for r in results if r[0])
+    if took:
+        print("# handshake and echo behind %d idle connections: max %.0f ms, p50 %.0f ms"
+              % (up, took[-1] * 1000, took[len(took) // 2] * 1000))
+    assert not failed, "%d of 20 clients failed: %r\n%s" % (len(failed), failed, e.cont.text()[-2000:])
+    assert "pre-auth budget full" in e.host.text(), e.host.text()[-2000:]
+    if not VALGRIND:
+        rss, hwm = e.host.rss_kib(), e.host.status("VmHWM")
+        print("# host relay VmRSS %.1f MiB, VmHWM %.1f MiB" % (rss / 1024, hwm / 1024))
+        assert hwm < 64 * 1024, "host relay peaked at %d KiB" % hwm
+    flood.stdin.close()
+    flood.wait(timeout=30)
+    wait_for(lambda: e.host.fds() == base, timeout=30, what="host relay fds back to %d" % base)
 
 
-def test_preauth_max_evicts_the_oldest_of_a_source_at_its_bound():
+def test_preauth_max_evicts_the_oldest_of_a_source_at_its_bound(sc):
     # preauth-max = 8: 2 per source. Ten silent connections from the host's address leave the
     # newest two; the eight before them were greeted and then closed, oldest first.
-    e = Env(service="echo", host_extra=",preauth-max=8,handshake-timeout=30s")
-    idle = []
-    try:
-        base = e.host.fds()
-        for _ in range(10):
-            s = socket.create_connection((HOST_IP, PORT))
-            s.settimeout(10)
-            assert s.recv(37, socket.MSG_WAITALL)[:4] == b"SFRY"
-            idle.append(s)
-        for i, s in enumerate(idle[:8]):
-            assert s.recv(1) == b"", "silent connection %d was not evicted" % i
-        for s in idle[8:]:
-            s.settimeout(0.2)
-            try:
-                s.recv(1)
-                raise AssertionError("one of the two newest was closed")
-            except socket.timeout:
-                pass
-        wait_for(lambda: e.host.fds() == base + 2, what="host relay holding the two newest")
-        # a client from another address is not affected, and authenticates past the budget
-        c = connect(e.d + "/container.sock")
-        c.sendall(b"ping")
-        assert c.recv(4, socket.MSG_WAITALL) == b"ping"
-        c.close()
-        assert "pre-auth budget full (8 unauthenticated connections in all, 2 per source" in e.host.text()
-    finally:
-        for s in idle:
-            s.close()
-        e.close()
+    e = Env(sc, service="echo", host_extra=",preauth-max=8,handshake-timeout=30s")
+    idle = sc.closing([])
+    base = e.host.fds()
+    for _ in range(10):
+        s = socket.create_connection((HOST_IP, PORT))
+        idle.append(s)
+        s.settimeout(10)
+        assert s.recv(37, socket.MSG_WAITALL)[:4] == b"SFRY"
+    for i, s in enumerate(idle[:8]):
+        assert s.recv(1) == b"", "silent connection %d was not evicted" % i
+    for s in idle[8:]:
+        s.settimeout(0.2)
+        try:
+            s.recv(1)
+            raise AssertionError("one of the two newest was closed")
+        except socket.timeout:
+            pass
+    wait_for(lambda: e.host.fds() == base + 2, what="host relay holding the two newest")
+    # a client from another address is not affected, and authenticates past the budget
+    c = connect(e.d + "/container.sock")
+    c.sendall(b"ping")
+    assert c.recv(4, socket.MSG_WAITALL) == b"ping"
+    c.close()
+    assert "pre-auth budget full (8 unauthenticated connections in all, 2 per source" in e.host.text()
 
 
-def test_preauth_budget_leaves_descriptors_for_authenticated_clients():
+def test_preauth_budget_leaves_descriptors_for_authenticated_clients(sc):
     # With 64 descriptors the budget is 16, whatever max-conns says: a hundred silent
     # connections cannot take the descriptors a good client and its upstream socket need.
-    e = Env(service="echo", host_relay=False)
-    idle = []
-    try:
-        e.host = Relay(["relay", "-F", "host:tcp:%s:%d=unix:%s/service.sock,auth=token,token-file=%s,"
-                        "handshake-timeout=30s" % (HOST_IP, PORT, e.d, e.token)],
-                       preexec=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64)))
-        for _ in range(100):
-            s = socket.socket()
-            s.setblocking(False)
-            s.connect_ex((HOST_IP, PORT))
-            idle.append(s)
-        time.sleep(0.5)
-        for i in range(3):
-            c = connect(e.d + "/container.sock")
-            c.settimeout(10)
-            c.sendall(b"ping")
-            assert c.recv(4, socket.MSG_WAITALL) == b"ping", "client %d got nothing" % i
-            c.close()
-        assert e.host.fds() <= 64
-    finally:
-        for s in idle:
-            s.close()
-        e.close()
+    e = Env(sc, service="echo", host_relay=False)
+    idle = sc.closing([])
+    e.host = sc.relay(["relay", "-F", "host:tcp:%s:%d=unix:%s/service.sock,auth=token,token-file=%s,"
+                       "handshake-timeout=30s" % (HOST_IP, PORT, e.d, e.token)],
+                      preexec=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64)))
+    for _ in range(100):
+        s = socket.socket()
+        idle.append(s)
+        s.setblocking(False)
+        s.connect_ex((HOST_IP, PORT))
+    time.sleep(0.5)
+    for i in range(3):
+        c = connect(e.d + "/container.sock")
+        c.settimeout(10)
+        c.sendall(b"ping")
+        assert c.recv(4, socket.MSG_WAITALL) == b"ping", "client %d got nothing" % i
+        c.close()
+    assert e.host.fds() <= 64
 
 
-def test_non_loopback_listener_without_auth_is_refused_unless_allowed():
-    d = tmpdir()
+def test_non_loopback_listener_without_auth_is_refused_unless_allowed(sc):
+    d = sc.tmpdir()
     rc, out, err = run_sockferry(["relay", "-F", "open:tcp:%s:%d=unix:%s/x.sock" % (HOST_IP, PORT, d)])
     assert rc == 78, (rc, err)
     assert "without authentication" in err and "auth = token" in err, err
-    r = Relay(["relay", "-F", "open:tcp:%s:%d=unix:%s/x.sock,allow-insecure=yes" % (HOST_IP, PORT, d)])
+    r = sc.relay(["relay", "-F", "open:tcp:%s:%d=unix:%s/x.sock,allow-insecure=yes" % (HOST_IP, PORT, d)])
     text = r.stop()
     assert text.count("allow-insecure") == 1 and "warn" in text, text
-    shutil.rmtree(d)
 
 
-def test_bad_token_files_refuse_to_start_with_the_fix():
-    d = tmpdir()
+def test_bad_token_files_refuse_to_start_with_the_fix(sc):
+    d = sc.tmpdir()
     tok = d + "/tok"
     with open(tok, "w") as f:
         f.write("00" * 32 + "\n")
@@ -554,21 +441,8 @@ def test_bad_token_files_refuse_to_start_with_the_fix():
         f.write("abcd\n")
     rc, out, err = run_sockferry(["relay", "-F", "t:unix:%s/t.sock=tcp:127.0.0.1:9,auth=token,token-file=%s" % (d, tok)])
     assert rc == 78 and "sockferry keygen" in err, (rc, err)
-    shutil.rmtree(d)
 
 
 if __name__ == "__main__":
-    try:
-        netns_up()
-    except Skip as e:
-        print("1..0 # SKIP %s" % e)
-        sys.exit(0)
-    except subprocess.CalledProcessError as e:
-        netns_down()
-        print("1..0 # SKIP cannot create a network namespace here: %s" % e.stderr.decode().strip())
-        sys.exit(0)
-    try:
-        rc = Tap([v for k, v in list(globals().items()) if k.startswith("test_")]).run()
-    finally:
-        netns_down()
-    sys.exit(rc)
+    sftap.main(sftap.tests_of(globals()), fixture=Scene,
+               setup=lambda: netns(NS, HOST_IF, CONT_IF, HOST_IP, CONT_IP))

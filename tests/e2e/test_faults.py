@@ -5,7 +5,8 @@
 
 Relay pairs run over loopback TCP with auth = token (container relay: unix -> tcp, host
 relay: tcp -> unix). sf-churn (tests/e2e/sf_churn.c) is the echo server and the client where
-Python is too slow (10 000 concurrent, 100 000 sequential). Every wait is bounded.
+Python is too slow (10 000 concurrent, 100 000 sequential). Every wait is bounded; each test
+gets a Scene (tests/lib/sfharness.py) for what it starts.
 fd exhaustion and max-conns are covered in test_relay.py (test_fd_exhaustion_pauses_without_
 spinning_and_recovers, test_max_conns_is_exact_and_does_not_spin)."""
 
@@ -21,9 +22,10 @@ import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sfharness import (Relay, Server, Skip, Tap, connect, free_port, run_sockferry,  # noqa: E402
-                       tmpdir, wait_for, ENGINE, VALGRIND)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import sftap  # noqa: E402
+from sfharness import (Scene, Skip, connect, free_port, run_sockferry, wait_for, ENGINE,  # noqa: E402
+                       VALGRIND)
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--churn", required=True)
@@ -44,28 +46,22 @@ def die_with_parent():
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
 
 
-class Echo:
-    """sf-churn's epoll echo server on a unix path (replaces a stale socket there)."""
-
-    def __init__(self, path):
-        self.path = path
-        self.proc = subprocess.Popen([CHURN, "echo-server", path], stdout=subprocess.PIPE,
-                                     stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
-        if b"listening" not in self.proc.stdout.readline():
-            raise AssertionError("echo server did not start")
-
-    def kill(self):
-        """SIGKILL: the socket file stays behind, stale, as after a crash."""
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(timeout=10)
-        self.proc.stdout.close()
+def echo_server(sc, path):
+    """sf-churn's epoll echo server on a unix path (replaces a stale socket there); kill() it
+    (SIGKILL) and its socket file stays behind, stale, as after a crash."""
+    p = sc.popen([CHURN, "echo-server", path], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                 preexec_fn=die_with_parent)
+    if b"listening" not in p.stdout.readline():
+        raise AssertionError("echo server did not start")
+    return p
 
 
 class Pair:
-    """A host relay (tcp -> unix service) and a container relay (unix -> tcp) with a token."""
+    """A host relay (tcp -> unix service) and a container relay (unix -> tcp) with a token, in
+    the scene sc."""
 
-    def __init__(self, d, service, quiet=True, cont_extra="", host_extra=""):
+    def __init__(self, sc, d, service, quiet=True, cont_extra="", host_extra=""):
+        self.sc = sc
         self.d = d
         self.port = free_port()
         self.token = os.path.join(d, "token")
@@ -74,19 +70,14 @@ class Pair:
         self.q = ["-q"] if quiet else []
         self.host_args = self.q + ["-F", "host:tcp:127.0.0.1:%d=unix:%s,auth=token,token-file=%s%s"
                                    % (self.port, service, self.token, host_extra)]
-        self.host = Relay(["relay"] + self.host_args)
-        self.cont = Relay(["relay"] + self.q + [
+        self.host = sc.relay(["relay"] + self.host_args)
+        self.cont = sc.relay(["relay"] + self.q + [
             "-F", "cont:unix:%s/cont.sock=tcp:127.0.0.1:%d,auth=token,token-file=%s,connect-timeout=2s%s"
             % (d, self.port, self.token, cont_extra)])
         self.sock = d + "/cont.sock"
 
     def restart_host(self):
-        self.host = Relay(["relay"] + self.host_args)
-
-    def stop(self):
-        for r in (self.cont, self.host):
-            if r:
-                r.stop()
+        self.host = self.sc.relay(["relay"] + self.host_args)
 
 
 def echo_once(path, data=b"ping", timeout=5):
@@ -121,6 +112,20 @@ def closed_within(s, seconds):
     return False
 
 
+def writes_until_closed(s, byte):
+    """Writes 64 KiB runs of byte to s until the peer's reset or close shows (at most 10 s of
+    writing, then 5 s of reading); True when it did."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            s.sendall(byte * 65536)
+        except (BrokenPipeError, ConnectionResetError):
+            return True
+        except socket.timeout:
+            break
+    return closed_within(s, 5)
+
+
 def refused_promptly(path, seconds=5 * SLOW):
     """A new client is closed (EOF or reset) within seconds, not left hanging."""
     s = connect(path)
@@ -142,71 +147,55 @@ def fds_back(r, before, what, timeout=10):
 # ---- restarts ---------------------------------------------------------------------------
 
 
-def test_host_relay_killed_and_restarted_while_container_relay_runs():
-    d = tmpdir()
-    echo = Echo(d + "/svc.sock")
-    p = Pair(d, d + "/svc.sock")
-    try:
-        cont_fds = p.cont.fds()
-        assert echo_once(p.sock)
-        old = [connect(p.sock) for _ in range(5)]
-        for s in old:
-            s.sendall(b"x")
-            assert s.recv(1) == b"x"
-        p.host.proc.kill()  # SIGKILL: no drain, no goodbye
-        p.host.proc.wait(timeout=10)
-        p.host.kill()
-        p.host = None
-        # the connections it carried end on the container side too, promptly
-        for s in old:
-            assert closed_within(s, 5 * SLOW), "an old connection hangs after the host relay died"
-            s.close()
-        # while it is down a new client is closed, not left hanging
-        start = time.monotonic()
-        assert refused_promptly(p.sock), "a client hangs while the host relay is down"
-        print("# while the host relay was down a client was closed after %.2fs" % (time.monotonic() - start))
-        wait_for(lambda: "upstream unavailable" in p.cont.text(), timeout=5 * SLOW,
-                 what="the container relay to say why")
-        # same port again: every new connection works
-        p.restart_host()
-        for i in range(50):
-            assert echo_once(p.sock, b"after-%d" % i), "connection %d after the restart failed" % i
-        fds_back(p.cont, cont_fds, "container relay")
-    finally:
-        try:
-            p.stop()
-        finally:
-            echo.kill()
-            shutil.rmtree(d)
+def test_host_relay_killed_and_restarted_while_container_relay_runs(sc):
+    d = sc.tmpdir()
+    echo_server(sc, d + "/svc.sock")
+    p = Pair(sc, d, d + "/svc.sock")
+    cont_fds = p.cont.fds()
+    assert echo_once(p.sock)
+    old = sc.closing([connect(p.sock) for _ in range(5)])
+    for s in old:
+        s.sendall(b"x")
+        assert s.recv(1) == b"x"
+    p.host.kill()  # SIGKILL: no drain, no goodbye
+    # the connections it carried end on the container side too, promptly
+    for s in old:
+        assert closed_within(s, 5 * SLOW), "an old connection hangs after the host relay died"
+        s.close()
+    # while it is down a new client is closed, not left hanging
+    start = time.monotonic()
+    assert refused_promptly(p.sock), "a client hangs while the host relay is down"
+    print("# while the host relay was down a client was closed after %.2fs" % (time.monotonic() - start))
+    wait_for(lambda: "upstream unavailable" in p.cont.text(), timeout=5 * SLOW,
+             what="the container relay to say why")
+    # same port again: every new connection works
+    p.restart_host()
+    for i in range(50):
+        assert echo_once(p.sock, b"after-%d" % i), "connection %d after the restart failed" % i
+    fds_back(p.cont, cont_fds, "container relay")
 
 
-def test_upstream_service_killed_and_restarted_on_its_stale_socket():
-    d = tmpdir()
+def test_upstream_service_killed_and_restarted_on_its_stale_socket(sc):
+    d = sc.tmpdir()
     svc = d + "/svc.sock"
-    echo = Echo(svc)
-    r = Relay(["relay", "-F", "up:unix:%s/r.sock=unix:%s" % (d, svc)])
-    try:
-        before = r.fds()
-        assert echo_once(d + "/r.sock")
-        held = connect(d + "/r.sock")
-        held.sendall(b"h")
-        assert held.recv(1) == b"h"
-        echo.kill()
-        assert os.path.exists(svc), "the killed service should leave its socket file"
-        assert closed_within(held, 5 * SLOW), "a connection to the dead service hangs"
-        held.close()
-        assert refused_promptly(d + "/r.sock"), "a client hangs while the service is down"
-        wait_for(lambda: "upstream unavailable" in r.text(), timeout=5 * SLOW, what="the relay to say why")
-        echo = Echo(svc)  # replaces the stale socket, as services do
-        for i in range(50):
-            assert echo_once(d + "/r.sock", b"again-%d" % i), "connection %d after the restart failed" % i
-        fds_back(r, before, "relay")
-    finally:
-        try:
-            r.stop()
-        finally:
-            echo.kill()
-            shutil.rmtree(d)
+    echo = echo_server(sc, svc)
+    r = sc.relay(["relay", "-F", "up:unix:%s/r.sock=unix:%s" % (d, svc)])
+    before = r.fds()
+    assert echo_once(d + "/r.sock")
+    held = sc.enter_context(connect(d + "/r.sock"))
+    held.sendall(b"h")
+    assert held.recv(1) == b"h"
+    echo.kill()
+    echo.wait(timeout=10)
+    assert os.path.exists(svc), "the killed service should leave its socket file"
+    assert closed_within(held, 5 * SLOW), "a connection to the dead service hangs"
+    held.close()
+    assert refused_promptly(d + "/r.sock"), "a client hangs while the service is down"
+    wait_for(lambda: "upstream unavailable" in r.text(), timeout=5 * SLOW, what="the relay to say why")
+    echo_server(sc, svc)  # replaces the stale socket, as services do
+    for i in range(50):
+        assert echo_once(d + "/r.sock", b"again-%d" % i), "connection %d after the restart failed" % i
+    fds_back(r, before, "relay")
 
 
 # ---- crashes and resets mid-stream ------------------------------------------------------
@@ -226,58 +215,39 @@ while True:
 '''
 
 
-def test_clients_killed_with_sigkill_mid_stream_leave_no_fd_behind():
-    d = tmpdir()
+def test_clients_killed_with_sigkill_mid_stream_leave_no_fd_behind(sc):
+    d = sc.tmpdir()
     # the service's writer threads report every killed client on stderr: keep that quiet
-    saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
-    os.dup2(null, 2)
-    try:
-        srv = Server("sink-source", d + "/svc.sock")
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(null)
-    p = Pair(d, d + "/svc.sock")
-    procs = []
-    try:
-        assert p.cont.proc.poll() is None
-        cont_fds, host_fds = p.cont.fds(), p.host.fds()
-        for i in range(10):
-            procs.append(subprocess.Popen([sys.executable, "-c", STREAMER, p.sock], stdout=subprocess.PIPE,
-                                          preexec_fn=die_with_parent))
-        for c in procs:
-            assert c.stdout.readline() == b"streaming\n"
-        wait_for(lambda: p.cont.fds() >= cont_fds + 20, timeout=10 * SLOW, what="10 streams through the container relay")
-        time.sleep(0.5)  # bytes in flight both ways, buffers full
-        for c in procs:
-            c.send_signal(signal.SIGKILL)
-        for c in procs:
-            c.wait(timeout=10)
-            c.stdout.close()
-        procs = []
-        fds_back(p.cont, cont_fds, "container relay")
-        fds_back(p.host, host_fds, "host relay")
-        print("# 10 clients killed mid-stream: relay fds back to %d (container) and %d (host)" % (cont_fds, host_fds))
-        # and it still serves: 4 bytes down from the sink-source service
-        s = connect(p.sock, timeout=5)
-        s.sendall((4).to_bytes(8, "big") + b"seedseed")
-        assert len(s.recv(4, socket.MSG_WAITALL)) == 4
-        s.close()
-    finally:
-        for c in procs:
-            c.kill()
-            c.wait()
-        p.stop()
-        srv.stop()
-        shutil.rmtree(d)
+    sc.server("sink-source", d + "/svc.sock", stderr=subprocess.DEVNULL)
+    p = Pair(sc, d, d + "/svc.sock")
+    assert p.cont.proc.poll() is None
+    cont_fds, host_fds = p.cont.fds(), p.host.fds()
+    procs = [sc.popen([sys.executable, "-c", STREAMER, p.sock], stdout=subprocess.PIPE, preexec_fn=die_with_parent)
+             for i in range(10)]
+    for c in procs:
+        assert c.stdout.readline() == b"streaming\n"
+    wait_for(lambda: p.cont.fds() >= cont_fds + 20, timeout=10 * SLOW, what="10 streams through the container relay")
+    time.sleep(0.5)  # bytes in flight both ways, buffers full
+    for c in procs:
+        c.send_signal(signal.SIGKILL)
+    for c in procs:
+        c.wait(timeout=10)
+    fds_back(p.cont, cont_fds, "container relay")
+    fds_back(p.host, host_fds, "host relay")
+    print("# 10 clients killed mid-stream: relay fds back to %d (container) and %d (host)" % (cont_fds, host_fds))
+    # and it still serves: 4 bytes down from the sink-source service
+    s = connect(p.sock, timeout=5)
+    s.sendall((4).to_bytes(8, "big") + b"seedseed")
+    assert len(s.recv(4, socket.MSG_WAITALL)) == 4
+    s.close()
 
 
-def resetting_server(path, after):
-    """Accepts, reads `after` bytes, then closes with SO_LINGER 0: the peer gets a reset."""
+def resetting_server(sc, path, after):
+    """Accepts, greets, reads `after` bytes, then closes with SO_LINGER 0: the peer gets a
+    reset."""
     ls = socket.socket(socket.AF_UNIX)
     ls.bind(path)
     ls.listen(64)
-    stop = threading.Event()
 
     def serve(c):
         n = 0
@@ -293,115 +263,56 @@ def resetting_server(path, after):
         c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         c.close()
 
-    def loop():
-        ls.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                c, _ = ls.accept()
-            except socket.timeout:
-                continue
-            except OSError:
-                return
-            threading.Thread(target=serve, args=(c,), daemon=True).start()
-
-    t = threading.Thread(target=loop, daemon=True)
-    t.start()
-    return stop, ls, t
+    sc.serve(ls, serve)
 
 
-def test_tcp_server_resets_mid_stream_reach_the_client_and_leave_no_fd_behind():
+def test_tcp_server_resets_mid_stream_reach_the_client_and_leave_no_fd_behind(sc):
     # TCP upstream: a reset is a reset (SO_LINGER 0), through the container relay.
-    d = tmpdir()
+    d = sc.tmpdir()
     port = free_port()
     ls = socket.socket()
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     ls.bind(("127.0.0.1", port))
     ls.listen(64)
-    stop = threading.Event()
 
-    def loop():
-        ls.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                c, _ = ls.accept()
-            except socket.timeout:
-                continue
-            n = 0
-            c.settimeout(5)
-            try:
-                while n < 256 * 1024:
-                    b = c.recv(1 << 16)
-                    if not b:
-                        break
-                    n += len(b)
-            except OSError:
-                pass
-            c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            c.close()
+    def reset_after_256k(c):
+        n = 0
+        c.settimeout(5)
+        try:
+            while n < 256 * 1024:
+                b = c.recv(1 << 16)
+                if not b:
+                    break
+                n += len(b)
+        except OSError:
+            pass
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        c.close()
 
-    t = threading.Thread(target=loop, daemon=True)
-    t.start()
-    r = Relay(["relay", "-q", "-F", "rst:unix:%s/r.sock=tcp:127.0.0.1:%d" % (d, port)])
-    try:
-        before = r.fds()
-        for i in range(10):
-            s = connect(d + "/r.sock")
-            s.settimeout(5)
-            ended = False
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline:
-                try:
-                    s.sendall(b"r" * 65536)
-                except (BrokenPipeError, ConnectionResetError):
-                    ended = True
-                    break
-                except socket.timeout:
-                    break
-            if not ended:
-                ended = closed_within(s, 5)
-            assert ended, "client %d still open 10s after the server reset" % i
-            s.close()
-        fds_back(r, before, "relay")
-    finally:
-        stop.set()
-        r.stop()
-        t.join(timeout=5)
-        ls.close()
-        shutil.rmtree(d)
+    sc.serve(ls, reset_after_256k, threaded=False)
+    r = sc.relay(["relay", "-q", "-F", "rst:unix:%s/r.sock=tcp:127.0.0.1:%d" % (d, port)])
+    before = r.fds()
+    for i in range(10):
+        s = connect(d + "/r.sock")
+        s.settimeout(5)
+        assert writes_until_closed(s, b"r"), "client %d still open 10s after the server reset" % i
+        s.close()
+    fds_back(r, before, "relay")
 
 
-def test_upstream_resets_through_the_authenticated_pair():
-    d = tmpdir()
-    stop, ls, t = resetting_server(d + "/svc.sock", 128 * 1024)
-    p = Pair(d, d + "/svc.sock")
-    try:
-        cont_fds, host_fds = p.cont.fds(), p.host.fds()
-        for i in range(10):
-            s = connect(p.sock)
-            s.settimeout(5)
-            assert s.recv(5) == b"hello"
-            ended = False
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline:
-                try:
-                    s.sendall(b"u" * 65536)
-                except (BrokenPipeError, ConnectionResetError):
-                    ended = True
-                    break
-                except socket.timeout:
-                    break
-            if not ended:
-                ended = closed_within(s, 5)
-            assert ended, "client %d still open 10s after the service reset" % i
-            s.close()
-        fds_back(p.cont, cont_fds, "container relay")
-        fds_back(p.host, host_fds, "host relay")
-    finally:
-        stop.set()
-        p.stop()
-        t.join(timeout=5)
-        ls.close()
-        shutil.rmtree(d)
+def test_upstream_resets_through_the_authenticated_pair(sc):
+    d = sc.tmpdir()
+    resetting_server(sc, d + "/svc.sock", 128 * 1024)
+    p = Pair(sc, d, d + "/svc.sock")
+    cont_fds, host_fds = p.cont.fds(), p.host.fds()
+    for i in range(10):
+        s = connect(p.sock)
+        s.settimeout(5)
+        assert s.recv(5) == b"hello"
+        assert writes_until_closed(s, b"u"), "client %d still open 10s after the service reset" % i
+        s.close()
+    fds_back(p.cont, cont_fds, "container relay")
+    fds_back(p.host, host_fds, "host relay")
 
 
 # ---- load ---------------------------------------------------------------------------------
@@ -421,7 +332,7 @@ def raise_own_nofile(want):
     return hard
 
 
-def test_10000_concurrent_connections():
+def test_10000_concurrent_connections(sc):
     want = 500 if VALGRIND else 10000
     # The relay holds two descriptors per connection (the client and the server one each, in
     # their own processes); it raises its soft limit to the hard one, which it inherits.
@@ -432,83 +343,67 @@ def test_10000_concurrent_connections():
               "connections, the most one relay can hold under it" % (limit, n))
     if n < min(want, 1000):
         raise Skip("RLIMIT_NOFILE %d is too low for this test" % limit)
-    d = tmpdir()
-    echo = Echo(d + "/svc.sock")
-    r = Relay(["relay", "-q", "-F", "many:unix:%s/m.sock=unix:%s/svc.sock,max-conns=20000" % (d, d)])
-    client = None
-    try:
-        before = r.fds()
-        cpu0 = r.cpu_seconds()
-        start = time.monotonic()
-        client = subprocess.Popen([CHURN, "hold", d + "/m.sock", str(n)], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=die_with_parent)
-        line = b""
-        box = []
-        t = threading.Thread(target=lambda: box.append(client.stdout.readline()), daemon=True)
-        t.start()
-        t.join(timeout=300)
-        line = box[0] if box else b""
-        assert line == b"open=%d\n" % n, "hold: %r %s" % (line, client.stderr.read1(4096) if not box else b"")
-        opened = time.monotonic() - start
-        held = r.fds()
-        rss = r.rss_kib()
-        assert held >= before + 2 * n, "relay holds %d fds, expected %d more than %d" % (held, 2 * n, before)
-        client.stdin.write(b"close\n")
-        client.stdin.flush()
-        out, err = client.communicate(timeout=120)
-        assert client.returncode == 0, err.decode(errors="replace")
-        client = None
-        fds_back(r, before, "relay", timeout=30)
-        print("# %d concurrent connections: opened and checked twice in %.1fs; relay fds %d -> %d -> %d, "
-              "RSS %d KiB while holding them, %.2fs CPU" % (n, opened, before, held, r.fds(), rss,
-                                                            r.cpu_seconds() - cpu0))
-        assert echo_once(d + "/m.sock")
-    finally:
-        if client:
-            client.kill()
-            client.wait()
-        r.stop()
-        echo.kill()
-        shutil.rmtree(d)
+    d = sc.tmpdir()
+    echo_server(sc, d + "/svc.sock")
+    r = sc.relay(["relay", "-q", "-F", "many:unix:%s/m.sock=unix:%s/svc.sock,max-conns=20000" % (d, d)])
+    before = r.fds()
+    cpu0 = r.cpu_seconds()
+    start = time.monotonic()
+    client = sc.popen([CHURN, "hold", d + "/m.sock", str(n)], stdin=subprocess.PIPE,
+                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=die_with_parent)
+    line = b""
+    box = []
+    t = threading.Thread(target=lambda: box.append(client.stdout.readline()), daemon=True)
+    t.start()
+    t.join(timeout=300)
+    line = box[0] if box else b""
+    assert line == b"open=%d\n" % n, "hold: %r %s" % (line, client.stderr.read1(4096) if not box else b"")
+    opened = time.monotonic() - start
+    held = r.fds()
+    rss = r.rss_kib()
+    assert held >= before + 2 * n, "relay holds %d fds, expected %d more than %d" % (held, 2 * n, before)
+    client.stdin.write(b"close\n")
+    client.stdin.flush()
+    out, err = client.communicate(timeout=120)
+    assert client.returncode == 0, err.decode(errors="replace")
+    fds_back(r, before, "relay", timeout=30)
+    print("# %d concurrent connections: opened and checked twice in %.1fs; relay fds %d -> %d -> %d, "
+          "RSS %d KiB while holding them, %.2fs CPU" % (n, opened, before, held, r.fds(), rss,
+                                                        r.cpu_seconds() - cpu0))
+    assert echo_once(d + "/m.sock")
 
 
-def test_100000_sequential_connections_through_an_authenticated_pair_fds_and_rss_flat():
+def test_100000_sequential_connections_through_an_authenticated_pair_fds_and_rss_flat(sc):
     n = int(os.environ.get("SF_CHURN_N", "2000" if VALGRIND else "100000"))
-    d = tmpdir()
-    echo = Echo(d + "/svc.sock")
-    p = Pair(d, d + "/svc.sock")
-    try:
-        def churn(count, timeout):
-            c = subprocess.run([CHURN, "churn", p.sock, str(count)], capture_output=True, timeout=timeout)
-            assert c.returncode == 0, "sf-churn: %s %s" % (c.stdout.decode(), c.stderr.decode())
-            return c.stdout.decode().strip()
+    d = sc.tmpdir()
+    echo_server(sc, d + "/svc.sock")
+    p = Pair(sc, d, d + "/svc.sock")
 
-        churn(200 if VALGRIND else 2000, 600)  # warm-up: buffer pool, allocator arenas, the first handshakes
-        time.sleep(0.5)
-        fds0 = (p.cont.fds(), p.host.fds())
-        rss0 = (p.cont.rss_kib(), p.host.rss_kib())
-        cpu0 = (p.cont.cpu_seconds(), p.host.cpu_seconds())
-        out = churn(n, 900 if not VALGRIND else 1800)
-        fds_back(p.cont, fds0[0], "container relay")
-        fds_back(p.host, fds0[1], "host relay")
-        time.sleep(0.5)
-        fds1 = (p.cont.fds(), p.host.fds())
-        rss1 = (p.cont.rss_kib(), p.host.rss_kib())
-        cpu1 = (p.cont.cpu_seconds() - cpu0[0], p.host.cpu_seconds() - cpu0[1])
-        print("# %s (sequential, 1 byte echoed, through container relay -> tcp auth=token -> host relay)" % out)
-        for i, name in enumerate(("container relay", "host relay")):
-            print("# %s: fds %d before, %d after; RSS %d KiB before, %d KiB after (%+d KiB); %.1fs CPU"
-                  % (name, fds0[i], fds1[i], rss0[i], rss1[i], rss1[i] - rss0[i], cpu1[i]))
-        for i, name in enumerate(("container relay", "host relay")):
-            assert fds1[i] == fds0[i], "%s fds %d -> %d" % (name, fds0[i], fds1[i])
-            if RSS_MEANINGFUL:  # valgrind and ASan check leaks themselves
-                assert rss1[i] - rss0[i] < 2048, "%s RSS grew by %d KiB" % (name, rss1[i] - rss0[i])
-    finally:
-        try:
-            p.stop()
-        finally:
-            echo.kill()
-            shutil.rmtree(d)
+    def churn(count, timeout):
+        c = subprocess.run([CHURN, "churn", p.sock, str(count)], capture_output=True, timeout=timeout)
+        assert c.returncode == 0, "sf-churn: %s %s" % (c.stdout.decode(), c.stderr.decode())
+        return c.stdout.decode().strip()
+
+    churn(200 if VALGRIND else 2000, 600)  # warm-up: buffer pool, allocator arenas, the first handshakes
+    time.sleep(0.5)
+    fds0 = (p.cont.fds(), p.host.fds())
+    rss0 = (p.cont.rss_kib(), p.host.rss_kib())
+    cpu0 = (p.cont.cpu_seconds(), p.host.cpu_seconds())
+    out = churn(n, 900 if not VALGRIND else 1800)
+    fds_back(p.cont, fds0[0], "container relay")
+    fds_back(p.host, fds0[1], "host relay")
+    time.sleep(0.5)
+    fds1 = (p.cont.fds(), p.host.fds())
+    rss1 = (p.cont.rss_kib(), p.host.rss_kib())
+    cpu1 = (p.cont.cpu_seconds() - cpu0[0], p.host.cpu_seconds() - cpu0[1])
+    print("# %s (sequential, 1 byte echoed, through container relay -> tcp auth=token -> host relay)" % out)
+    for i, name in enumerate(("container relay", "host relay")):
+        print("# %s: fds %d before, %d after; RSS %d KiB before, %d KiB after (%+d KiB); %.1fs CPU"
+              % (name, fds0[i], fds1[i], rss0[i], rss1[i], rss1[i] - rss0[i], cpu1[i]))
+    for i, name in enumerate(("container relay", "host relay")):
+        assert fds1[i] == fds0[i], "%s fds %d -> %d" % (name, fds0[i], fds1[i])
+        if RSS_MEANINGFUL:  # valgrind and ASan check leaks themselves
+            assert rss1[i] - rss0[i] < 2048, "%s RSS grew by %d KiB" % (name, rss1[i] - rss0[i])
 
 
 # ---- allow-uid / allow-gid (SO_PEERCRED) --------------------------------------------------
@@ -533,59 +428,44 @@ def as_user(uid, gid, path):
     return c.stdout.decode().strip()
 
 
-def allow_setup(extra):
+def allow_setup(sc, extra):
     if os.geteuid() != 0:
         raise Skip("needs root to connect as other users")
     if not shutil.which("setpriv"):
         raise Skip("needs setpriv (util-linux)")
-    d = tmpdir()
-    os.chmod(d, 0o755)  # other users reach the socket
-    echo = Echo(d + "/svc.sock")
-    r = Relay(["relay", "-F", "acl:unix:%s/a.sock=unix:%s/svc.sock,mode=0666%s" % (d, d, extra)])
-    return d, echo, r
+    d = sc.tmpdir(mode=0o755)  # other users reach the socket
+    echo_server(sc, d + "/svc.sock")
+    r = sc.relay(["relay", "-F", "acl:unix:%s/a.sock=unix:%s/svc.sock,mode=0666%s" % (d, d, extra)])
+    return d, r
 
 
-def test_allow_uid_refuses_other_users_and_logs_who():
-    d, echo, r = allow_setup(",allow-uid=0")
-    try:
-        before = r.fds()
-        assert echo_once(d + "/a.sock", b"peer"), "root (uid 0) was refused"
-        assert as_user(0, 65534, d + "/a.sock") == "got=b'peer'", "uid 0 with another gid was refused"
-        assert as_user(65534, 65534, d + "/a.sock") == "got=b''", "uid 65534 got through allow-uid=0"
-        wait_for(lambda: "refused a connection from uid 65534 gid 65534 (pid " in r.text(), timeout=5 * SLOW,
-                 what="the refusal, naming uid, gid and pid, in the log")
-        fds_back(r, before, "relay")
-    finally:
-        try:
-            r.stop()
-        finally:
-            echo.kill()
-            shutil.rmtree(d)
+def test_allow_uid_refuses_other_users_and_logs_who(sc):
+    d, r = allow_setup(sc, ",allow-uid=0")
+    before = r.fds()
+    assert echo_once(d + "/a.sock", b"peer"), "root (uid 0) was refused"
+    assert as_user(0, 65534, d + "/a.sock") == "got=b'peer'", "uid 0 with another gid was refused"
+    assert as_user(65534, 65534, d + "/a.sock") == "got=b''", "uid 65534 got through allow-uid=0"
+    wait_for(lambda: "refused a connection from uid 65534 gid 65534 (pid " in r.text(), timeout=5 * SLOW,
+             what="the refusal, naming uid, gid and pid, in the log")
+    fds_back(r, before, "relay")
 
 
-def test_allow_gid_admits_the_group_and_refuses_others():
+def test_allow_gid_admits_the_group_and_refuses_others(sc):
     # gid 1 and uid 2 are in /etc/group and /etc/passwd on Debian (daemon, bin): an id that
     # only an NSS module could answer would make glibc dlopen() it, which memcheck counts.
-    d, echo, r = allow_setup(",allow-gid=1,allow-uid=2")
-    try:
-        assert as_user(65534, 1, d + "/a.sock") == "got=b'peer'", "gid 1 was refused"
-        assert as_user(2, 65534, d + "/a.sock") == "got=b'peer'", "uid 2 was refused (allow-uid or allow-gid)"
-        assert as_user(65534, 65534, d + "/a.sock") == "got=b''", "gid 65534 got through allow-gid=1"
-        assert not echo_once(d + "/a.sock", b"peer"), "root got through allow-gid=1,allow-uid=2"
-        wait_for(lambda: "refused a connection from uid 65534 gid 65534" in r.text(), timeout=5 * SLOW,
-                 what="the refusal in the log")
-        wait_for(lambda: "refused a connection from uid 0 gid 0" in r.text(), timeout=5 * SLOW,
-                 what="root's refusal in the log")
-        assert "gid 1 (" not in r.text() and "uid 2 " not in r.text(), r.text()
-    finally:
-        try:
-            r.stop()
-        finally:
-            echo.kill()
-            shutil.rmtree(d)
+    d, r = allow_setup(sc, ",allow-gid=1,allow-uid=2")
+    assert as_user(65534, 1, d + "/a.sock") == "got=b'peer'", "gid 1 was refused"
+    assert as_user(2, 65534, d + "/a.sock") == "got=b'peer'", "uid 2 was refused (allow-uid or allow-gid)"
+    assert as_user(65534, 65534, d + "/a.sock") == "got=b''", "gid 65534 got through allow-gid=1"
+    assert not echo_once(d + "/a.sock", b"peer"), "root got through allow-gid=1,allow-uid=2"
+    wait_for(lambda: "refused a connection from uid 65534 gid 65534" in r.text(), timeout=5 * SLOW,
+             what="the refusal in the log")
+    wait_for(lambda: "refused a connection from uid 0 gid 0" in r.text(), timeout=5 * SLOW,
+             what="root's refusal in the log")
+    assert "gid 1 (" not in r.text() and "uid 2 " not in r.text(), r.text()
 
 
-def test_clients_hanging_up_during_a_pending_dial_release_their_fds_at_once():
+def test_clients_hanging_up_during_a_pending_dial_release_their_fds_at_once(sc):
     """Issue 15, item 7: a unix client that connects and closes while its dial is still pending
     (a blackholed upstream) must not hold its descriptors until connect-timeout. The upstream is
     a TCP listener that never accepts: once its backlog is full, further SYNs are dropped and
@@ -594,36 +474,29 @@ def test_clients_hanging_up_during_a_pending_dial_release_their_fds_at_once():
     if ENGINE == "portable":
         raise Skip("portable engine: libuv reports a client's EOF but not a full hang-up, and a "
                    "half-closed client may still wait for its reply: the dial runs to connect-timeout")
-    d = tmpdir()
-    black = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    d = sc.tmpdir()
+    black = sc.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
     black.bind(("127.0.0.1", 0))
     black.listen(0)
     port = black.getsockname()[1]
     # Fill its accept queue first, so that every dial of the relay hangs.
-    fillers = []
+    fillers = sc.closing([])
     for _ in range(3):
         f = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        fillers.append(f)
         f.setblocking(False)
         f.connect_ex(("127.0.0.1", port))
-        fillers.append(f)
     n = 300 if VALGRIND else 3000
-    r = Relay(["relay", "-q", "-F", "bh:unix:%s/bh.sock=tcp:127.0.0.1:%d,connect-timeout=60s,max-conns=%d"
-               % (d, port, 2 * n)])
-    try:
-        before = r.fds()
-        for _ in range(n):
-            s = socket.socket(socket.AF_UNIX)
-            s.connect(d + "/bh.sock")
-            s.close()
-        # Each must go with its client, long before the 60 s connect-timeout.
-        wait_for(lambda: r.fds() <= before, timeout=10 * SLOW,
-                 what="relay fds back to %d after %d clients hung up" % (before, n))
-    finally:
-        r.stop()
-        for f in fillers:
-            f.close()
-        black.close()
-        shutil.rmtree(d)
+    r = sc.relay(["relay", "-q", "-F", "bh:unix:%s/bh.sock=tcp:127.0.0.1:%d,connect-timeout=60s,max-conns=%d"
+                  % (d, port, 2 * n)])
+    before = r.fds()
+    for _ in range(n):
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(d + "/bh.sock")
+        s.close()
+    # Each must go with its client, long before the 60 s connect-timeout.
+    wait_for(lambda: r.fds() <= before, timeout=10 * SLOW,
+             what="relay fds back to %d after %d clients hung up" % (before, n))
 
 
 # ---- the seccomp sandbox --------------------------------------------------------------------
@@ -637,30 +510,24 @@ def seccomp_mode(pid):
     return -1
 
 
-def test_relay_runs_sandboxed_unless_told_not_to():
+def test_relay_runs_sandboxed_unless_told_not_to(sc):
     if ARGS.seccomp != "1":
         raise Skip("built without the seccomp sandbox")
     if VALGRIND:
         raise Skip("the sandbox is off under valgrind")
-    d = tmpdir()
-    echo = Echo(d + "/svc.sock")
-    r = Relay(["relay", "-F", "sb:unix:%s/s.sock=unix:%s/svc.sock" % (d, d)])
+    d = sc.tmpdir()
+    echo_server(sc, d + "/svc.sock")
+    r = sc.relay(["relay", "-F", "sb:unix:%s/s.sock=unix:%s/svc.sock" % (d, d)])
     with open(d + "/off.ini", "w") as f:
         f.write("[sockferry]\nseccomp = no\n[off]\nlisten = unix:%s/o.sock\nconnect = unix:%s/svc.sock\n" % (d, d))
-    off = Relay(["relay", "-c", d + "/off.ini"])
-    try:
-        assert seccomp_mode(r.pid) == 2, "the relay runs without a seccomp filter"
-        assert seccomp_mode(off.pid) == 0, "seccomp = no still installed a filter"
-        assert echo_once(d + "/s.sock") and echo_once(d + "/o.sock")
-    finally:
-        r.stop()
-        off.stop()
-        echo.kill()
-        shutil.rmtree(d)
+    off = sc.relay(["relay", "-c", d + "/off.ini"])
+    assert seccomp_mode(r.pid) == 2, "the relay runs without a seccomp filter"
+    assert seccomp_mode(off.pid) == 0, "seccomp = no still installed a filter"
+    assert echo_once(d + "/s.sock") and echo_once(d + "/o.sock")
 
 
 if __name__ == "__main__":
-    sys.exit(Tap([
+    sftap.main([
         test_host_relay_killed_and_restarted_while_container_relay_runs,
         test_upstream_service_killed_and_restarted_on_its_stale_socket,
         test_clients_killed_with_sigkill_mid_stream_leave_no_fd_behind,
@@ -672,4 +539,4 @@ if __name__ == "__main__":
         test_allow_uid_refuses_other_users_and_logs_who,
         test_allow_gid_admits_the_group_and_refuses_others,
         test_relay_runs_sandboxed_unless_told_not_to,
-    ]).run())
+    ], fixture=Scene)

@@ -10,7 +10,8 @@ its socket where the link points. The relay must refuse such paths (exit 78, nam
 directory or link, its owner and the fix) and leave everything alone; safe places still work.
 A token file nobody owns is refused, and keygen --force never writes into nobody's file.
 A tcp: name that looks like loopback but resolves to every address needs auth.
-Root only (the attacker is another uid); skipped otherwise."""
+Root only (the attacker is another uid); skipped otherwise. Each test gets a Scene
+(tests/lib/sfharness.py) for what it starts."""
 
 import os
 import shutil
@@ -19,8 +20,9 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sfharness import Relay, Server, Skip, Tap, free_port, run_sockferry, tmpdir  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import sftap  # noqa: E402
+from sfharness import Scene, Skip, free_port, run_sockferry  # noqa: E402
 
 NOBODY = 65534
 # The attacker's interpreter must be one uid 65534 can run (not one under /root).
@@ -34,9 +36,9 @@ def as_nobody():
     os.setuid(NOBODY)
 
 
-def nobody_python(code, *args):
-    return subprocess.Popen([PYTHON, "-c", code] + list(args), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, preexec_fn=as_nobody, text=True)
+def nobody_python(sc, code, *args):
+    return sc.popen([PYTHON, "-c", code] + list(args), stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE, preexec_fn=as_nobody, text=True)
 
 
 def need_root():
@@ -44,11 +46,9 @@ def need_root():
         raise Skip("needs root: the attacker runs as uid %d against a root relay" % NOBODY)
 
 
-def base_dir():
-    """A directory root owns that nobody may enter but not change (mkdtemp makes it 0700)."""
-    d = tmpdir()
-    os.chmod(d, 0o755)
-    return d
+def base_dir(sc):
+    """A directory root owns that nobody may enter but not change."""
+    return sc.tmpdir(mode=0o755)
 
 
 def nobody_dir(path, mode=0o755):
@@ -58,24 +58,17 @@ def nobody_dir(path, mode=0o755):
     return path
 
 
-def Upstream(path):
+def upstream(sc, path):
     """A root service on a unix socket that greets every connection with a banner line."""
-    return Server("banner", path)
+    return sc.server("banner", path)
 
 
-def start(args):
+def start(sc, args, prefix=None):
     """(None, relay) when the relay became ready, (status, log) when it exited first."""
-    r = Relay(args, wait_ready=False)
-    try:
-        r.wait_notify(b"READY=1", timeout=10)
-    except AssertionError:
-        if r.proc.poll() is None:
-            r.kill()
-            raise
-        rc, text = r.proc.returncode, r.text()
-        r.kill()
-        return rc, text
-    return None, r
+    r = sc.relay(args, wait_ready=False, prefix=prefix)
+    if r.started():
+        return None, r
+    return r.proc.returncode, r.kill()
 
 
 def assert_refused(outcome, *needles, attack=None):
@@ -104,15 +97,15 @@ print(c.recv(100).decode(), flush=True)
 '''
 
 
-def test_a_nobody_cannot_take_over_a_socket_in_its_writable_directory():
+def test_a_nobody_cannot_take_over_a_socket_in_its_writable_directory(sc):
     need_root()
-    base = base_dir()
-    up = Upstream(os.path.join(base, "up.sock"))
+    base = base_dir(sc)
+    up = upstream(sc, os.path.join(base, "up.sock"))
     shared = nobody_dir(os.path.join(base, "shared"), 0o777)
     path = os.path.join(shared, "s.sock")
 
     def attack(r):
-        p = nobody_python(HIJACK, path)
+        p = nobody_python(sc, HIJACK, path)
         if p.stdout.readline().strip() != "bound":
             return "nobody could not take over (%s)" % p.communicate()[1]
         c = socket.socket(socket.AF_UNIX)
@@ -122,32 +115,25 @@ def test_a_nobody_cannot_take_over_a_socket_in_its_writable_directory():
         c.close()
         return "nobody renamed the relay's socket away and received: %r" % out.strip()
 
-    try:
-        assert_refused(start(["relay", "-F", "a:unix:%s=unix:%s" % (path, up.where)]),
-                       "the directory %s is owned by nobody (uid 65534) with mode 0777" % shared,
-                       "chown root %s; chmod go-w %s" % (shared, shared), attack=attack)
-        assert not os.path.exists(path), "the relay left a socket behind"
-    finally:
-        up.stop()
-        shutil.rmtree(base)
+    assert_refused(start(sc, ["relay", "-F", "a:unix:%s=unix:%s" % (path, up.where)]),
+                   "the directory %s is owned by nobody (uid 65534) with mode 0777" % shared,
+                   "chown root %s; chmod go-w %s" % (shared, shared), attack=attack)
+    assert not os.path.exists(path), "the relay left a socket behind"
 
 
-def test_a_a_world_writable_root_directory_is_refused_too():
+def test_a_a_world_writable_root_directory_is_refused_too(sc):
     need_root()
-    base = base_dir()
+    base = base_dir(sc)
     shared = os.path.join(base, "shared")
     os.mkdir(shared)
     os.chmod(shared, 0o777)
-    try:
-        rc, log = start(["relay", "-F", "a:unix:%s/deeper/s.sock=tcp:127.0.0.1:9" % shared])
-        if rc is None:
-            log = log.stop(expect=None)
-        assert rc == 78, (rc, log)
-        assert "the directory %s is owned by root (uid 0) with mode 0777, so any user" % shared in log, log
-        assert "chmod go-w %s" % shared in log, log
-        assert not os.path.exists(os.path.join(shared, "deeper")), "a directory was made below it"
-    finally:
-        shutil.rmtree(base)
+    rc, log = start(sc, ["relay", "-F", "a:unix:%s/deeper/s.sock=tcp:127.0.0.1:9" % shared])
+    if rc is None:
+        log = log.stop(expect=None)
+    assert rc == 78, (rc, log)
+    assert "the directory %s is owned by root (uid 0) with mode 0777, so any user" % shared in log, log
+    assert "chmod go-w %s" % shared in log, log
+    assert not os.path.exists(os.path.join(shared, "deeper")), "a directory was made below it"
 
 
 SWAP = r'''
@@ -181,135 +167,196 @@ def live(path):
         c.close()
 
 
-def test_b_nobody_cannot_make_the_relay_delete_a_live_socket():
+def test_b_nobody_cannot_make_the_relay_delete_a_live_socket(sc):
     need_root()
-    base = base_dir()
+    base = base_dir(sc)
     root_dir = os.path.join(base, "root")
     os.mkdir(root_dir, 0o755)
-    victim = Upstream(os.path.join(root_dir, "live.sock"))
+    victim = upstream(sc, os.path.join(root_dir, "live.sock"))
     mine = nobody_dir(os.path.join(base, "nobody"))
     own = nobody_dir(os.path.join(mine, "own"))
     link = os.path.join(mine, "p")
     os.symlink(own, link)
     os.lchown(link, NOBODY, NOBODY)
-    up = Upstream(os.path.join(base, "up.sock"))
-    try:
-        # The swap races the relay's probe and its unlink, as in the report; whether or not a
-        # start hits the window, a relay that accepts a path through nobody's directory fails.
-        codes = []
-        for attempt in range(20):
-            p = nobody_python(SWAP, own, link, root_dir, "3")
+    up = upstream(sc, os.path.join(base, "up.sock"))
+    # The swap races the relay's probe and its unlink, as in the report; whether or not a
+    # start hits the window, a relay that accepts a path through nobody's directory fails.
+    codes = []
+    for attempt in range(20):
+        with Scene() as attempt_sc:
+            p = nobody_python(attempt_sc, SWAP, own, link, root_dir, "3")
             assert p.stdout.readline().strip() == "ready", p.communicate()[1]
-            rc, r = start(["relay", "-F", "b:unix:%s/live.sock=unix:%s" % (link, up.where)])
+            rc, r = start(attempt_sc, ["relay", "-F", "b:unix:%s/live.sock=unix:%s" % (link, up.where)])
             p.kill()
             p.communicate()
             if rc is None:
                 r.stop(expect=None)
-            if not live(victim.where):
-                raise AssertionError("nobody made the root relay delete the live socket %s (attempt %d)"
-                                     % (victim.where, attempt + 1))
-            codes.append(rc)
-            if rc == 78:
-                assert "the directory %s is owned by nobody (uid 65534)" % mine in r, r
-                break
-        else:
-            raise AssertionError("the relay never refused the path through nobody's directory (exit %s)" % codes)
-    finally:
-        victim.stop()
-        up.stop()
-        shutil.rmtree(base)
+        if not live(victim.where):
+            raise AssertionError("nobody made the root relay delete the live socket %s (attempt %d)"
+                                 % (victim.where, attempt + 1))
+        codes.append(rc)
+        if rc == 78:
+            assert "the directory %s is owned by nobody (uid 65534)" % mine in r, r
+            break
+    else:
+        raise AssertionError("the relay never refused the path through nobody's directory (exit %s)" % codes)
 
 
-def test_c_nobodys_link_does_not_decide_where_root_creates_its_socket():
+def test_c_nobodys_link_does_not_decide_where_root_creates_its_socket(sc):
     need_root()
-    base = base_dir()
+    base = base_dir(sc)
     target = os.path.join(base, "target")
     os.mkdir(target, 0o755)
     mine = nobody_dir(os.path.join(base, "nobody"))
     sticky = os.path.join(base, "sticky")
     os.mkdir(sticky)
     os.chmod(sticky, 0o1777)
-    try:
-        # A link in nobody's own directory, and nobody's link in a sticky directory root owns.
-        for parent, needle in ((mine, "the directory %s is owned by nobody (uid 65534)" % mine),
-                               (sticky, "the symbolic link %s/l is owned by nobody (uid 65534)" % sticky)):
-            p = nobody_python("import os, sys; os.symlink(sys.argv[1], sys.argv[2])", target,
-                              os.path.join(parent, "l"))
-            assert p.wait() == 0, p.communicate()[1]
-            assert_refused(start(["relay", "-F", "c:unix:%s/l/s.sock=tcp:127.0.0.1:9" % parent]), needle,
-                           attack=lambda r: "root created %s" % os.listdir(target))
-            assert os.listdir(target) == [], "root created %s in the link's target" % os.listdir(target)
-    finally:
-        shutil.rmtree(base)
+    # A link in nobody's own directory, and nobody's link in a sticky directory root owns.
+    for parent, needle in ((mine, "the directory %s is owned by nobody (uid 65534)" % mine),
+                           (sticky, "the symbolic link %s/l is owned by nobody (uid 65534)" % sticky)):
+        p = nobody_python(sc, "import os, sys; os.symlink(sys.argv[1], sys.argv[2])", target,
+                          os.path.join(parent, "l"))
+        assert p.wait() == 0, p.communicate()[1]
+        assert_refused(start(sc, ["relay", "-F", "c:unix:%s/l/s.sock=tcp:127.0.0.1:9" % parent]), needle,
+                       attack=lambda r: "root created %s" % os.listdir(target))
+        assert os.listdir(target) == [], "root created %s in the link's target" % os.listdir(target)
 
 
-def test_safe_places_still_work_sticky_tmp_and_roots_links():
+def test_safe_places_still_work_sticky_tmp_and_roots_links(sc):
     need_root()
-    base = base_dir()
+    base = base_dir(sc)
     sticky = os.path.join(base, "sticky")
     os.mkdir(sticky)
     os.chmod(sticky, 0o1777)
     real = os.path.join(base, "real")
     os.mkdir(real, 0o755)
     os.symlink(real, os.path.join(base, "link"))
-    up = Upstream(os.path.join(base, "up.sock"))
-    try:
-        rc, r = start(["relay",
+    up = upstream(sc, os.path.join(base, "up.sock"))
+    rc, r = start(sc, ["relay",
                        "-F", "t:unix:%s/t.sock=unix:%s" % (sticky, up.where),
                        "-F", "l:unix:%s/link/made/l.sock=unix:%s" % (base, up.where)])
-        assert rc is None, "refused a safe place (%s):\n%s" % (rc, r)
-        try:
-            for path in ("%s/t.sock" % sticky, "%s/made/l.sock" % real):
-                c = socket.socket(socket.AF_UNIX)
-                c.settimeout(5)
-                c.connect(path)
-                assert c.recv(100).startswith(BANNER)
-                c.close()
-            st = os.stat(os.path.join(real, "made"))
-            assert st.st_uid == 0 and st.st_mode & 0o7777 == 0o755, oct(st.st_mode)
-        finally:
-            r.stop()
-        assert not os.path.exists("%s/t.sock" % sticky) and not os.path.exists("%s/made/l.sock" % real), \
-            "the relay did not remove its sockets"
-    finally:
-        up.stop()
-        shutil.rmtree(base)
+    assert rc is None, "refused a safe place (%s):\n%s" % (rc, r)
+    for path in ("%s/t.sock" % sticky, "%s/made/l.sock" % real):
+        c = socket.socket(socket.AF_UNIX)
+        c.settimeout(5)
+        c.connect(path)
+        assert c.recv(100).startswith(BANNER)
+        c.close()
+    st = os.stat(os.path.join(real, "made"))
+    assert st.st_uid == 0 and st.st_mode & 0o7777 == 0o755, oct(st.st_mode)
+    r.stop()
+    assert not os.path.exists("%s/t.sock" % sticky) and not os.path.exists("%s/made/l.sock" % real), \
+        "the relay did not remove its sockets"
 
 
-def test_close_leaves_a_socket_that_replaced_ours():
+def test_close_leaves_a_socket_that_replaced_ours(sc):
     need_root()
-    base = base_dir()
-    up = Upstream(os.path.join(base, "up.sock"))
+    base = base_dir(sc)
+    up = upstream(sc, os.path.join(base, "up.sock"))
     path = os.path.join(base, "s.sock")
-    try:
-        rc, r = start(["relay", "-F", "s:unix:%s=unix:%s" % (path, up.where)])
-        assert rc is None, r
-        os.rename(path, path + ".old")
-        other = socket.socket(socket.AF_UNIX)
-        other.bind(path)
-        r.stop()
-        assert os.path.exists(path), "the relay removed a socket that was not its own"
-        other.close()
-    finally:
-        up.stop()
-        shutil.rmtree(base)
+    rc, r = start(sc, ["relay", "-F", "s:unix:%s=unix:%s" % (path, up.where)])
+    assert rc is None, r
+    os.rename(path, path + ".old")
+    other = sc.enter_context(socket.socket(socket.AF_UNIX))
+    other.bind(path)
+    r.stop()
+    assert os.path.exists(path), "the relay removed a socket that was not its own"
+    other.close()
 
 
-def test_alias_in_a_directory_nobody_controls_is_refused():
+def test_alias_in_a_directory_nobody_controls_is_refused(sc):
     need_root()
-    base = base_dir()
-    up = Upstream(os.path.join(base, "up.sock"))
+    base = base_dir(sc)
+    up = upstream(sc, os.path.join(base, "up.sock"))
     mine = nobody_dir(os.path.join(base, "nobody"))
     alias = os.path.join(mine, "app.sock")
+    rc, out, log = run_sockferry(["run", "--no-preload", "-F",
+                                  "a:unix:%s/a.sock=unix:%s,alias=%s" % (base, up.where, alias), "--", "true"])
+    assert rc == 78, (rc, log)
+    assert "alias %s: the directory %s is owned by nobody (uid 65534)" % (alias, mine) in log, log
+    assert not os.path.lexists(alias), "the alias link was made in nobody's directory"
+
+
+SQUAT = r'''
+import os, socket, sys
+path, link = sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None
+s = socket.socket(socket.AF_UNIX)
+s.bind(path + ".real" if link else path)
+s.listen(8)
+if link:
+    os.symlink(path + ".real", path)
+s.settimeout(15)
+print("listening", flush=True)
+while True:
     try:
-        rc, out, log = run_sockferry(["run", "--no-preload", "-F",
-                                      "a:unix:%s/a.sock=unix:%s,alias=%s" % (base, up.where, alias), "--", "true"])
-        assert rc == 78, (rc, log)
-        assert "alias %s: the directory %s is owned by nobody (uid 65534)" % (alias, mine) in log, log
-        assert not os.path.lexists(alias), "the alias link was made in nobody's directory"
-    finally:
-        up.stop()
-        shutil.rmtree(base)
+        c, _ = s.accept()
+    except OSError:
+        break
+    c.settimeout(2)
+    try:
+        got = c.recv(100)
+    except OSError:
+        got = b""
+    if got:
+        print("got " + repr(got), flush=True)
+    c.close()
+'''
+ASK = r'''
+import socket, sys
+c = socket.socket(socket.AF_UNIX)
+c.settimeout(5)
+c.connect(sys.argv[1])
+c.sendall(b"the payload's request\n")
+print(repr(c.recv(100)))
+'''
+
+
+def test_c_an_alias_held_by_nobodys_socket_is_never_used(sc):
+    """In a sticky directory (/tmp) nobody listens at the alias path, or puts a link there: run
+    left it "live, the bind mount worked" and the payload's request reached nobody. As root the
+    link to the listen socket replaces it; a run that cannot replace it exits 1 naming the owner."""
+    need_root()
+    base = base_dir(sc)
+    up = upstream(sc, os.path.join(base, "up.sock"))
+    sticky = os.path.join(base, "tmp")
+    os.mkdir(sticky)
+    os.chmod(sticky, 0o1777)
+    for how in ("socket", "link"):
+        alias = os.path.join(sticky, "app-%s.sock" % how)
+        p = nobody_python(sc, SQUAT, alias, *(["link"] if how == "link" else []))
+        assert p.stdout.readline().strip() == "listening", p.communicate()[1]
+        rc, out, log = run_sockferry(["run", "--no-preload", "-F", "a:unix:%s/a-%s.sock=unix:%s,alias=%s"
+                                      % (base, how, up.where, alias), "--", PYTHON, "-c", ASK, alias])
+        p.kill()
+        squatter = p.communicate()[0]
+        assert rc == 0 and "SSH-2.0" in out, "%s: exit %d, the payload got %s; nobody's listener: %s\n%s" % (
+            how, rc, out.strip(), squatter.strip(), log)
+        assert "got" not in squatter, "%s: nobody received %s" % (how, squatter.strip())
+        assert "alias %s: a %s owned by nobody (uid 65534) was at the path" % (
+            alias, "socket" if how == "socket" else "symbolic link") in log, log
+        st = os.lstat(alias)
+        assert st.st_uid == 0 and os.readlink(alias) == "%s/a-%s.sock" % (base, how), (st.st_uid, alias)
+
+    # Not root, so the sticky directory keeps nobody's socket: run refuses to start.
+    alias = os.path.join(sticky, "app-other.sock")
+    p = nobody_python(sc, SQUAT, alias)
+    assert p.stdout.readline().strip() == "listening", p.communicate()[1]
+    other = nobody_dir(os.path.join(base, "other"))
+    os.chown(other, 65533, 65533)
+    marker = os.path.join(other, "started")
+
+    def as_other():
+        os.setgroups([])
+        os.setgid(65533)
+        os.setuid(65533)
+    cmd = [os.environ.get("SOCKFERRY", "sockferry"), "run", "--no-preload", "-F",
+           "a:unix:%s/a.sock=unix:%s,alias=%s" % (other, up.where, alias), "--", "touch", marker]
+    t = subprocess.run(cmd, capture_output=True, text=True, timeout=20, preexec_fn=as_other, cwd="/")
+    assert t.returncode == 1, (t.returncode, t.stderr)
+    assert "alias %s: a socket owned by nobody (uid 65534) is at the path and cannot be replaced" % alias \
+        in t.stderr and "rm %s" % alias in t.stderr, t.stderr
+    assert not os.path.exists(marker), "the payload started"
+    assert not os.path.islink(alias), "nobody's socket was replaced by uid 65533"
 
 
 KEEP_READING = r'''
@@ -322,72 +369,119 @@ print(f.read().strip(), flush=True)
 '''
 
 
-def test_keygen_force_never_hands_the_new_token_to_the_old_files_owner():
+def test_keygen_force_never_hands_the_new_token_to_the_old_files_owner(sc):
     need_root()
-    base = base_dir()
+    base = base_dir(sc)
     token = os.path.join(base, "token")
-    try:
-        with open(token, "w") as f:
-            f.write("old\n")
-        os.chown(token, NOBODY, NOBODY)
-        os.chmod(token, 0o600)
-        p = subprocess.Popen([PYTHON, "-c", KEEP_READING, token], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             preexec_fn=as_nobody, text=True)
-        assert p.stdout.readline().strip() == "open"
-        rc, _, err = run_sockferry(["keygen", "--force", "-o", token])
-        assert rc == 0, err
-        seen, _ = p.communicate("\n", timeout=10)
-        with open(token) as f:
-            new = f.read().strip()
-        assert seen.strip() != new, "nobody read the new token through the file it kept open"
-        st = os.stat(token)
-        assert st.st_uid == 0 and st.st_mode & 0o7777 == 0o600, (st.st_uid, oct(st.st_mode))
-    finally:
-        shutil.rmtree(base)
+    with open(token, "w") as f:
+        f.write("old\n")
+    os.chown(token, NOBODY, NOBODY)
+    os.chmod(token, 0o600)
+    p = sc.popen([PYTHON, "-c", KEEP_READING, token], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                 preexec_fn=as_nobody, text=True)
+    assert p.stdout.readline().strip() == "open"
+    rc, _, err = run_sockferry(["keygen", "--force", "-o", token])
+    assert rc == 0, err
+    seen, _ = p.communicate("\n", timeout=10)
+    with open(token) as f:
+        new = f.read().strip()
+    assert seen.strip() != new, "nobody read the new token through the file it kept open"
+    st = os.stat(token)
+    assert st.st_uid == 0 and st.st_mode & 0o7777 == 0o600, (st.st_uid, oct(st.st_mode))
 
 
-def test_a_token_another_user_owns_is_refused_by_relay_and_check():
+def test_a_token_another_user_owns_is_refused_by_relay_and_check(sc):
     need_root()
-    base = base_dir()
+    base = base_dir(sc)
     token = os.path.join(base, "token")
-    try:
-        assert run_sockferry(["keygen", "-o", token])[0] == 0
-        os.chown(token, NOBODY, NOBODY)
-        spec = "t:tcp:127.0.0.1:%d=unix:%s/up.sock,auth=token,token-file=%s"
-        relay_rc, log = start(["relay", "-F", spec % (free_port(), base, token)])
-        if relay_rc is None:
+    assert run_sockferry(["keygen", "-o", token])[0] == 0
+    os.chown(token, NOBODY, NOBODY)
+    spec = "t:tcp:127.0.0.1:%d=unix:%s/up.sock,auth=token,token-file=%s"
+    relay_rc, log = start(sc, ["relay", "-F", spec % (free_port(), base, token)])
+    if relay_rc is None:
+        log = log.stop(expect=None)
+    rc, _, err = run_sockferry(["check", "-F", "t:unix:%s/t.sock=tcp:127.0.0.1:9,auth=token,token-file=%s"
+                                % (base, token)])
+    for who, status, text in (("relay", relay_rc, log), ("check", rc, err)):
+        assert status == 78, (who, status, text)
+        assert "token file %s is owned by nobody (uid 65534)" % token in text and "chown root" in text, text
+    # Owned by the configured user, the one the relay runs as: accepted (check then fails
+    # on the link, not on the token).
+    conf = os.path.join(base, "user.conf")
+    with open(conf, "w") as f:
+        f.write("[sockferry]\nuser = nobody\ntoken-file = %s\n[t]\nlisten = unix:%s/t.sock\n"
+                "connect = tcp:127.0.0.1:9\nauth = token\n" % (token, base))
+    rc, _, err = run_sockferry(["check", "-c", conf])
+    assert rc == 1 and "owned by" not in err, (rc, err)
+
+
+def test_i_the_token_path_is_walked_like_a_listen_path(sc):
+    """Whoever owns a directory or a link on the token file's path could point the relay at
+    another trust domain's token: nobody's directory, and nobody's link in a sticky directory,
+    both leading to root's token, are refused (78). Docker's secret (a bind-mounted file) and
+    Kubernetes' (links through ..data, all root's) keep working."""
+    need_root()
+    base = base_dir(sc)
+    theirs = os.path.join(base, "other-service")
+    os.mkdir(theirs, 0o700)
+    other_token = os.path.join(theirs, "token")
+    assert run_sockferry(["keygen", "-o", other_token])[0] == 0
+    mine = nobody_dir(os.path.join(base, "nobody"))
+    sticky = os.path.join(base, "tmp")
+    os.mkdir(sticky)
+    os.chmod(sticky, 0o1777)
+    for parent, needle in ((mine, "the directory %s is owned by nobody (uid 65534)" % mine),
+                           (sticky, "the symbolic link %s/token is owned by nobody (uid 65534)" % sticky)):
+        link = os.path.join(parent, "token")
+        p = nobody_python(sc, "import os, sys; os.symlink(sys.argv[1], sys.argv[2])", other_token, link)
+        assert p.wait() == 0, p.communicate()[1]
+        spec = "t:tcp:127.0.0.1:%d=unix:%s/up.sock,auth=token,token-file=%s" % (free_port(), base, link)
+        rc, log = start(sc, ["relay", "-F", spec])
+        if rc is None:
             log = log.stop(expect=None)
-        rc, _, err = run_sockferry(["check", "-F", "t:unix:%s/t.sock=tcp:127.0.0.1:9,auth=token,token-file=%s"
-                                    % (base, token)])
-        for who, status, text in (("relay", relay_rc, log), ("check", rc, err)):
-            assert status == 78, (who, status, text)
-            assert "token file %s is owned by nobody (uid 65534)" % token in text and "chown root" in text, text
-        # Owned by the configured user, the one the relay runs as: accepted (check then fails
-        # on the link, not on the token).
-        conf = os.path.join(base, "user.conf")
-        with open(conf, "w") as f:
-            f.write("[sockferry]\nuser = nobody\ntoken-file = %s\n[t]\nlisten = unix:%s/t.sock\n"
-                    "connect = tcp:127.0.0.1:9\nauth = token\n" % (token, base))
-        rc, _, err = run_sockferry(["check", "-c", conf])
-        assert rc == 1 and "owned by" not in err, (rc, err)
-    finally:
-        shutil.rmtree(base)
+        assert rc == 78, "the relay took the token %s leads to (exit %s):\n%s" % (link, rc, log)
+        assert "token file %s: %s" % (link, needle) in log, log
+
+    # Kubernetes: the volume (1777, root's), a timestamped directory, ..data and the links.
+    sa = os.path.join(base, "var/run/secrets/kubernetes.io/serviceaccount")
+    os.makedirs(sa)
+    os.chmod(sa, 0o1777)
+    stamp = os.path.join(sa, "..2024_05_01_12_00_00.000000001")
+    os.mkdir(stamp, 0o755)
+    assert run_sockferry(["keygen", "-o", os.path.join(stamp, "token")])[0] == 0
+    os.chmod(os.path.join(stamp, "token"), 0o400)
+    os.symlink(os.path.basename(stamp), os.path.join(sa, "..data"))
+    os.symlink("..data/token", os.path.join(sa, "token"))
+    spec = "k:tcp:127.0.0.1:%d=unix:%s/up.sock,auth=token,token-file=%s/token" % (free_port(), base, sa)
+    rc, r = start(sc, ["relay", "-F", spec])
+    assert rc is None, "refused Kubernetes' secret layout (%s):\n%s" % (rc, r)
+    r.stop()
+
+    # Docker: /run/secrets/NAME is the host file bind-mounted over a file in a root directory.
+    secrets = os.path.join(base, "ctr/run/secrets")
+    os.makedirs(secrets)
+    open(os.path.join(secrets, "sf-token"), "w").close()
+    spec = "d:tcp:127.0.0.1:%d=unix:%s/up.sock,auth=token,token-file=%s/sf-token" % (free_port(), base, secrets)
+    t = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                        'mount --bind "$0" "$1" && shift && exec "$@"', other_token,
+                        os.path.join(secrets, "sf-token"), os.environ.get("SOCKFERRY", "sockferry"),
+                        "relay", "-t", "-F", spec], capture_output=True, text=True, timeout=20)
+    assert t.returncode == 0 and "configuration OK" in t.stdout, (t.returncode, t.stdout, t.stderr)
 
 
-def in_hosts(hosts_text):
-    """A prefix that runs the relay in a mount namespace whose /etc/hosts says hosts_text."""
+def in_hosts(sc, hosts_text):
+    """(directory, prefix): a prefix that runs the relay in a mount namespace whose /etc/hosts
+    says hosts_text, and the directory that holds that file."""
     if not shutil.which("unshare"):
         raise Skip("unshare (util-linux) is not installed")
-    d = tmpdir()
+    d = sc.tmpdir(mode=0o755)
     hosts = os.path.join(d, "hosts")
     with open(hosts, "w") as f:
         f.write(hosts_text)
-    os.chmod(d, 0o755)
     os.chmod(hosts, 0o644)
     probe = subprocess.run(["unshare", "-m", "sh", "-c", 'mount --bind "$0" /etc/hosts && exec true', hosts],
                            capture_output=True, text=True)
     if probe.returncode != 0:
-        shutil.rmtree(d)
         raise Skip("cannot bind-mount /etc/hosts in a mount namespace: " + probe.stderr.strip())
     return d, ["unshare", "-m", "sh", "-c", 'mount --bind "$0" /etc/hosts && exec "$@"', hosts]
 
@@ -397,96 +491,197 @@ def listening_on_any(port):
         return any(line.split()[1] == "00000000:%04X" % port and line.split()[3] == "0A" for line in f.readlines()[1:])
 
 
-def test_a_loopback_looking_name_that_resolves_to_every_address_needs_auth():
+def test_a_loopback_looking_name_that_resolves_to_every_address_needs_auth(sc):
     need_root()
     # Both names pass the text check (conf/conf.c): "localhost" and a name that starts "127.".
-    d, prefix = in_hosts("0.0.0.0 localhost\n0.0.0.0 127.sf-policy.test\n")
-    up = Upstream(os.path.join(d, "up.sock"))
-    try:
-        for name in ("localhost", "127.sf-policy.test"):
-            port = free_port()
-            r = Relay(["relay", "-F", "a:tcp:%s:%d=unix:%s" % (name, port, up.where)], wait_ready=False,
-                      prefix=prefix)
-            try:
-                r.wait_notify(b"READY=1", timeout=10)
-            except AssertionError:
-                pass
-            if r.proc.poll() is None:
-                on_any = listening_on_any(port)
-                r.stop(expect=None)
-                raise AssertionError("tcp:%s:%d started without auth%s" % (
-                    name, port, " and listened on 0.0.0.0" if on_any else ""))
-            rc, log = r.proc.returncode, r.text()
-            r.kill()
-            assert rc == 78, (name, rc, log)
-            assert "listen tcp:%s:%d: %s resolves to 0.0.0.0, which is not a loopback address" % (name, port, name) \
-                in log and "set auth = token" in log, log
-        # With auth the same name is fine: the link is authenticated.
+    d, prefix = in_hosts(sc, "0.0.0.0 localhost\n0.0.0.0 127.sf-policy.test\n")
+    up = upstream(sc, os.path.join(d, "up.sock"))
+    for name in ("localhost", "127.sf-policy.test"):
         port = free_port()
-        r = Relay(["relay", "-F", "a:tcp:127.sf-policy.test:%d=unix:%s,allow-insecure=yes" % (port, up.where)],
-                  prefix=prefix)
-        r.stop()
-    finally:
-        up.stop()
-        shutil.rmtree(d)
+        rc, r = start(sc, ["relay", "-F", "a:tcp:%s:%d=unix:%s" % (name, port, up.where)], prefix=prefix)
+        if rc is None:
+            on_any = listening_on_any(port)
+            r.stop(expect=None)
+            raise AssertionError("tcp:%s:%d started without auth%s" % (
+                name, port, " and listened on 0.0.0.0" if on_any else ""))
+        assert rc == 78, (name, rc, r)
+        assert "listen tcp:%s:%d: %s resolves to 0.0.0.0, which is not a loopback address" % (name, port, name) \
+            in r and "set auth = token" in r, r
+    # With auth the same name is fine: the link is authenticated.
+    port = free_port()
+    sc.relay(["relay", "-F", "a:tcp:127.sf-policy.test:%d=unix:%s,allow-insecure=yes" % (port, up.where)],
+             prefix=prefix)
 
 
-def test_a_name_that_resolves_to_loopback_listens_without_auth():
+def test_a_name_that_resolves_to_loopback_listens_without_auth(sc):
     need_root()
-    d, prefix = in_hosts("127.0.0.1 localhost\n127.0.0.1 db.sf-policy.test\n")
-    up = Upstream(os.path.join(d, "up.sock"))
-    try:
-        port = free_port()
-        r = Relay(["relay", "-F", "a:tcp:localhost:%d=unix:%s" % (port, up.where)], prefix=prefix)
-        with socket.create_connection(("127.0.0.1", port), timeout=5) as c:
-            assert c.recv(100).startswith(BANNER)
-        r.stop()
-    finally:
-        up.stop()
-        shutil.rmtree(d)
+    d, prefix = in_hosts(sc, "127.0.0.1 localhost\n127.0.0.1 db.sf-policy.test\n")
+    up = upstream(sc, os.path.join(d, "up.sock"))
+    port = free_port()
+    sc.relay(["relay", "-F", "a:tcp:localhost:%d=unix:%s" % (port, up.where)], prefix=prefix)
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as c:
+        assert c.recv(100).startswith(BANNER)
 
 
-def test_a_volume_mounted_for_the_socket_is_closed_to_others():
+def test_a_volume_mounted_for_the_socket_is_closed_to_others(sc):
     """A Kubernetes emptyDir or a bind-mounted directory is a 0777 root-owned mount: the relay
     takes write access from others (0755) before binding, and nobody can then move its socket;
     the same directory without a mount stays refused (the test above)."""
     need_root()
-    base = base_dir()
+    base = base_dir(sc)
     volume, mnt = os.path.join(base, "volume"), os.path.join(base, "run")
     os.mkdir(volume)
     os.chmod(volume, 0o777)
     os.mkdir(mnt)
-    up = Upstream(os.path.join(base, "svc.sock"))
+    up = upstream(sc, os.path.join(base, "svc.sock"))
     prefix = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
               'mount --bind "$0" "$1" && shift && exec "$@"', volume, mnt]
+    t = subprocess.run(prefix + [os.environ.get("SOCKFERRY", "sockferry"), "relay", "-t", "-F",
+                                 "v:unix:%s/s.sock=unix:%s" % (mnt, up.where)],
+                       capture_output=True, text=True, timeout=20)
+    assert t.returncode == 0 and "the relay will make it 0755" in t.stderr, (t.returncode, t.stderr)
+    assert os.stat(volume).st_mode & 0o7777 == 0o777, "the test mode changed the volume"
+    r = sc.relay(["relay", "-F", "v:unix:%s/s.sock=unix:%s" % (mnt, up.where)], prefix=prefix)
+    assert os.stat(volume).st_mode & 0o7777 == 0o755, oct(os.stat(volume).st_mode)
+    assert "is a volume mounted with mode 0777: made it 0755" in r.text(), r.text()
+    sock = os.path.join(volume, "s.sock")
+    with socket.socket(socket.AF_UNIX) as c:
+        c.settimeout(5)
+        c.connect(sock)
+        assert c.recv(100).startswith(BANNER)
+    p = nobody_python(sc, "import os, sys\ntry:\n    os.rename(sys.argv[1], sys.argv[1] + '.moved')\n"
+                      "    print('moved')\nexcept PermissionError:\n    print('refused')", sock)
+    out, _ = p.communicate(timeout=10)
+    assert out.strip() == "refused", out
+
+
+# ---- the control socket ------------------------------------------------------------------------
+
+FLOOD = r'''
+import socket, sys, time
+name, seconds = sys.argv[1], float(sys.argv[2])
+n = 0
+end = time.monotonic() + seconds
+print("flooding", flush=True)
+while time.monotonic() < end:
+    s = socket.socket(socket.AF_UNIX)
     try:
-        t = subprocess.run(prefix + [os.environ.get("SOCKFERRY", "sockferry"), "relay", "-t", "-F",
-                                     "v:unix:%s/s.sock=unix:%s" % (mnt, up.where)],
-                           capture_output=True, text=True, timeout=20)
-        assert t.returncode == 0 and "the relay will make it 0755" in t.stderr, (t.returncode, t.stderr)
-        assert os.stat(volume).st_mode & 0o7777 == 0o777, "the test mode changed the volume"
-        r = Relay(["relay", "-F", "v:unix:%s/s.sock=unix:%s" % (mnt, up.where)], prefix=prefix)
-        try:
-            assert os.stat(volume).st_mode & 0o7777 == 0o755, oct(os.stat(volume).st_mode)
-            assert "is a volume mounted with mode 0777: made it 0755" in r.text(), r.text()
-            sock = os.path.join(volume, "s.sock")
-            with socket.socket(socket.AF_UNIX) as c:
-                c.settimeout(5)
-                c.connect(sock)
-                assert c.recv(100).startswith(BANNER)
-            p = nobody_python("import os, sys\ntry:\n    os.rename(sys.argv[1], sys.argv[1] + '.moved')\n"
-                              "    print('moved')\nexcept PermissionError:\n    print('refused')", sock)
-            out, _ = p.communicate(timeout=10)
-            assert out.strip() == "refused", out
-        finally:
-            r.stop()
+        s.connect("\0" + name)
+        s.sendall(b"stats\n")
+        n += 1
+    except OSError:
+        pass
     finally:
-        up.stop()
-        shutil.rmtree(base)
+        s.close()
+print(n, flush=True)
+'''
+
+
+def test_h_a_flood_of_refused_peers_cannot_keep_root_from_its_stats(sc):
+    """Refused control peers counted against the client limit until their handles closed: uid
+    65534 flooding unix:@NAME made 28 of 30 root `stats` calls fail. Every one must work."""
+    need_root()
+    base = base_dir(sc)
+    name = "sf-policy-flood-%d" % os.getpid()
+    conf = os.path.join(base, "conf")
+    with open(conf, "w") as f:
+        f.write("[sockferry]\ncontrol = unix:@%s\n\n[x]\nlisten = unix:%s/in.sock\nconnect = unix:%s/svc.sock\n"
+                % (name, base, base))
+    r = sc.relay(["relay", "-c", conf])
+    flood = [nobody_python(sc, FLOOD, name, "60") for _ in range(4)]
+    for p in flood:
+        assert p.stdout.readline().strip() == "flooding", p.communicate()[1]
+    failed = []
+    for i in range(30):
+        rc, out, err = run_sockferry(["stats", "--control", "unix:@" + name, "--format", "json"])
+        if rc != 0 or '"forwards"' not in out:
+            failed.append((i, rc, err.strip()))
+    still = sum(p.poll() is None for p in flood)
+    for p in flood:
+        p.kill()
+    counts = [p.communicate()[0].strip() for p in flood]
+    assert still == len(flood), "the flood ended before the stats calls did: %s" % counts
+    assert not failed, "%d of 30 stats calls failed during the flood: %s" % (len(failed), failed[:3])
+    assert "refused a connection from uid 65534" in r.text(), r.text()
+
+
+# ---- passed listeners (systemd:, fd:) ---------------------------------------------------------
+
+# A network of its own with 198.18.7.1 (198.18.0.0/15 is for tests) on one end of a veth pair
+# whose both ends stay in it (not every kernel has the dummy driver); the namespace and its
+# links go away with its last process.
+OWN_NET = ("ip link set lo up && ip link add sf-d0 type veth peer name sf-d1 && "
+           "ip addr add 198.18.7.1/32 dev sf-d0 && ip link set sf-d0 up && ip link set sf-d1 up && ")
+ACTIVATED_CLIENT = r'''
+import socket, sys
+c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5)
+try:
+    print(repr(c.recv(100)))
+except OSError as e:
+    print("error", e)
+'''
+
+
+def activated(sc, addr, port, fdname, args):
+    """sockferry ARGS started by systemd-socket-activate listening on addr:port (fd 3, named
+    fdname), in a network namespace of its own, once a client connected there, in the scene
+    sc; returns the Relay and what that first client received."""
+    if not shutil.which("systemd-socket-activate"):
+        raise Skip("systemd-socket-activate (Debian's systemd package) is not installed")
+    if not shutil.which("nsenter"):
+        raise Skip("nsenter (util-linux) is not installed")
+    prefix = ["unshare", "--net", "sh", "-c", OWN_NET + 'name=$1 && shift && exec systemd-socket-activate -l "$0" '
+              '--fdname="$name" -E NOTIFY_SOCKET "$@"', "%s:%d" % (addr, port), fdname]
+    r = sc.relay(args, prefix=prefix, wait_ready=False)
+    net = "/proc/%d/ns/net" % r.pid
+
+    def client():
+        # In the relay's network, once systemd-socket-activate listens there.
+        p = subprocess.run(["nsenter", "--net=" + net, PYTHON, "-c", ACTIVATED_CLIENT, addr, str(port)],
+                           capture_output=True, text=True, timeout=20)
+        return p.stdout.strip() if p.returncode == 0 else None
+    got = None
+    deadline = time.monotonic() + 10
+    while got is None and time.monotonic() < deadline and r.proc.poll() is None:
+        got = client()
+        if got is None:
+            time.sleep(0.05)
+    return r, got
+
+
+def test_d_a_passed_socket_on_a_network_address_needs_auth(sc):
+    """systemd: and fd: listeners were served without auth whatever address the socket unit
+    bound: a passed TCP socket on 198.18.7.1 must be refused as tcp:198.18.7.1 is (exit 78),
+    by relay -t too; on loopback, or with allow-insecure, it is served."""
+    need_root()
+    base = base_dir(sc)
+    up = upstream(sc, os.path.join(base, "up.sock"))
+    port = free_port()
+    for spec in ("a:systemd:web=unix:%s" % up.where, "a:fd:3=unix:%s" % up.where):
+        for test in ([], ["-t"]):
+            r, got = activated(sc, "198.18.7.1", port, "web", ["relay"] + test + ["-F", spec])
+            try:
+                rc = r.wait()
+            except subprocess.TimeoutExpired:
+                rc = None
+            log = r.kill()
+            assert rc == 78, "%s %s: exit %s, the first client got %s:\n%s" % (spec, test, rc, got, log)
+            assert got is None or "SSH-2.0" not in got, "served without auth: %s" % got
+            assert ("listen %s: the passed socket is bound to 198.18.7.1:%d, which is not a loopback address"
+                    % (spec.split(":", 1)[1].split("=")[0], port)) in log and "set auth = token" in log, log
+            assert "configuration OK" not in log, log
+    # Loopback, and a network address with allow-insecure: served.
+    for addr, extra in (("127.0.0.1", ""), ("198.18.7.1", ",allow-insecure=yes")):
+        r, got = activated(sc, addr, port, "web", ["relay", "-F", "a:systemd:web=unix:%s%s" % (up.where, extra)])
+        assert got and "SSH-2.0" in got, "%s%s: the first client got %s:\n%s" % (addr, extra, got, r.text())
+        r.stop()
+    # relay -t without the socket says what it cannot check.
+    rc, out, err = run_sockferry(["relay", "-t", "-F", "a:systemd:web=unix:%s" % up.where])
+    assert rc == 0 and "listen systemd:web: no socket is passed to this test" in err, (rc, out, err)
 
 
 if __name__ == "__main__":
-    sys.exit(Tap([
+    sftap.main([
         test_a_nobody_cannot_take_over_a_socket_in_its_writable_directory,
         test_a_a_world_writable_root_directory_is_refused_too,
         test_a_volume_mounted_for_the_socket_is_closed_to_others,
@@ -495,8 +690,12 @@ if __name__ == "__main__":
         test_safe_places_still_work_sticky_tmp_and_roots_links,
         test_close_leaves_a_socket_that_replaced_ours,
         test_alias_in_a_directory_nobody_controls_is_refused,
+        test_c_an_alias_held_by_nobodys_socket_is_never_used,
         test_keygen_force_never_hands_the_new_token_to_the_old_files_owner,
         test_a_token_another_user_owns_is_refused_by_relay_and_check,
+        test_i_the_token_path_is_walked_like_a_listen_path,
         test_a_loopback_looking_name_that_resolves_to_every_address_needs_auth,
         test_a_name_that_resolves_to_loopback_listens_without_auth,
-    ]).run())
+        test_d_a_passed_socket_on_a_network_address_needs_auth,
+        test_h_a_flood_of_refused_peers_cannot_keep_root_from_its_stats,
+    ], fixture=Scene)

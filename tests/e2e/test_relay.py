@@ -1,18 +1,23 @@
 #!/usr/bin/env python3
-"""End-to-end tests of `sockferry relay` with real processes, sockets and servers."""
+"""End-to-end tests of `sockferry relay` with real processes, sockets and servers.
 
+Each test gets a Scene (tests/lib/sfharness.py): what it starts is stopped, and its exit
+status checked, when it ends."""
+
+import hashlib
+import json
 import os
-import shutil
+import resource
 import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sfharness import (Relay, Server, Tap, connect, free_port, recv_all, run_sockferry, tmpdir,  # noqa: E402
-                       mount_dir, transfer_both_ways, wait_for, ENGINE, VALGRIND)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import sftap  # noqa: E402
+from sfharness import (Scene, connect, free_port, recv_all, run_sockferry, transfer_both_ways,  # noqa: E402
+                       wait_for, ENGINE, VALGRIND)
 
 MIB = 1 << 20
 BIG = int(os.environ.get("SF_BIG_MIB", "64")) * MIB
@@ -20,64 +25,47 @@ if VALGRIND:
     BIG = 4 * MIB
 
 
-def test_unix_tcp_unix_through_two_relays_64mib_each_way():
-    d = tmpdir()
+def test_unix_tcp_unix_through_two_relays_64mib_each_way(sc):
+    d = sc.tmpdir()
     port = free_port()
-    srv = Server("sink-source", d + "/service.sock")
-    host = Relay(["relay", "-F", "host:tcp:127.0.0.1:%d=unix:%s/service.sock" % (port, d)])
-    cont = Relay(["relay", "-F", "cont:unix:%s/container.sock=tcp:127.0.0.1:%d" % (d, port)])
-    try:
-        transfer_both_ways(d + "/container.sock", BIG)
-    finally:
-        cont.stop()
-        host.stop()
-        srv.stop()
-        shutil.rmtree(d)
+    sc.server("sink-source", d + "/service.sock")
+    sc.relay(["relay", "-F", "host:tcp:127.0.0.1:%d=unix:%s/service.sock" % (port, d)])
+    sc.relay(["relay", "-F", "cont:unix:%s/container.sock=tcp:127.0.0.1:%d" % (d, port)])
+    transfer_both_ways(d + "/container.sock", BIG)
 
 
-def test_tcp_to_unix_with_a_real_server_64mib_each_way():
-    d = tmpdir()
+def test_tcp_to_unix_with_a_real_server_64mib_each_way(sc):
+    d = sc.tmpdir()
     port = free_port()
-    srv = Server("sink-source", d + "/service.sock")
-    r = Relay(["relay", "-F", "t:tcp:127.0.0.1:%d=unix:%s/service.sock" % (port, d)])
-    try:
-        transfer_both_ways(("127.0.0.1", port), BIG)
-    finally:
-        r.stop()
-        srv.stop()
-        shutil.rmtree(d)
+    sc.server("sink-source", d + "/service.sock")
+    sc.relay(["relay", "-F", "t:tcp:127.0.0.1:%d=unix:%s/service.sock" % (port, d)])
+    transfer_both_ways(("127.0.0.1", port), BIG)
 
 
-def test_half_close_reply_after_eof():
-    d = tmpdir()
+def test_half_close_reply_after_eof(sc):
+    d = sc.tmpdir()
     port = free_port()
-    srv = Server("after-eof", "tcp:127.0.0.1:%d" % port)
-    r = Relay(["relay", "-F", "h:unix:%s/h.sock=tcp:127.0.0.1:%d" % (d, port)])
-    try:
-        for size in (0, 1, 100000, 3 * MIB):
-            s = connect(d + "/h.sock")
-            payload = os.urandom(size)
-            s.sendall(payload)
-            s.shutdown(socket.SHUT_WR)
-            reply = recv_all(s)
-            s.close()
-            import hashlib
-            assert reply == ("%d %s\n" % (size, hashlib.sha256(payload).hexdigest())).encode(), reply
-    finally:
-        r.stop()
-        srv.stop()
-        shutil.rmtree(d)
+    sc.server("after-eof", "tcp:127.0.0.1:%d" % port)
+    sc.relay(["relay", "-F", "h:unix:%s/h.sock=tcp:127.0.0.1:%d" % (d, port)])
+    for size in (0, 1, 100000, 3 * MIB):
+        s = connect(d + "/h.sock")
+        payload = os.urandom(size)
+        s.sendall(payload)
+        s.shutdown(socket.SHUT_WR)
+        reply = recv_all(s)
+        s.close()
+        assert reply == ("%d %s\n" % (size, hashlib.sha256(payload).hexdigest())).encode(), reply
 
 
-def test_slow_reader_keeps_relay_memory_bounded():
+def test_slow_reader_keeps_relay_memory_bounded(sc):
     """1 GiB pushed by a fast writer to a slow reader: backpressure must stop the relay from
     buffering it; its RSS may grow by a few MiB at most."""
-    d = tmpdir()
+    d = sc.tmpdir()
     total = (64 if VALGRIND else 1024) * MIB
-    ls = socket.socket(socket.AF_UNIX)
+    ls = sc.enter_context(socket.socket(socket.AF_UNIX))
     ls.bind(d + "/slow.sock")
     ls.listen(1)
-    r = Relay(["relay", "-F", "s:unix:%s/in.sock=unix:%s/slow.sock" % (d, d)])
+    r = sc.relay(["relay", "-F", "s:unix:%s/in.sock=unix:%s/slow.sock" % (d, d)])
     base = r.rss_kib()
     peak = [base]
     done = threading.Event()
@@ -99,53 +87,45 @@ def test_slow_reader_keeps_relay_memory_bounded():
     st = threading.Thread(target=sampler)
     wt.start()
     st.start()
-    c, _ = ls.accept()
+    # the sampler stops before the relay does (the scene ends in reverse order)
+    sc.callback(st.join)
+    sc.callback(done.set)
+    c = sc.enter_context(ls.accept()[0])
     c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
     got = 0
     start = time.monotonic()
-    try:
-        while True:
-            b = c.recv(4 * MIB)
-            if not b:
-                break
-            got += len(b)
-            # slow for the first part: the writer must be held back, not buffered
-            if time.monotonic() - start < 3:
-                time.sleep(0.01)
-        wt.join()
-    finally:
-        done.set()
-        st.join()
-        c.close()
-        ls.close()
-        r.stop()
-        shutil.rmtree(d)
+    while True:
+        b = c.recv(4 * MIB)
+        if not b:
+            break
+        got += len(b)
+        # slow for the first part: the writer must be held back, not buffered
+        if time.monotonic() - start < 3:
+            time.sleep(0.01)
+    wt.join()
+    done.set()
+    st.join()
     assert got == total, "reader got %d of %d bytes" % (got, total)
     growth = peak[0] - base
     print("# relay RSS %d KiB at start, peak %d KiB (+%d KiB) for %d MiB" % (base, peak[0], growth, total // MIB))
     assert growth < 4 * 1024, "relay RSS grew by %d KiB" % growth
 
 
-def test_20000_sequential_connections_leave_no_fd_behind():
-    d = tmpdir()
+def test_20000_sequential_connections_leave_no_fd_behind(sc):
+    d = sc.tmpdir()
     port = free_port()
-    srv = Server("echo", "tcp:127.0.0.1:%d" % port)
-    r = Relay(["relay", "-q", "-F", "seq:unix:%s/s.sock=tcp:127.0.0.1:%d" % (d, port)])
+    sc.server("echo", "tcp:127.0.0.1:%d" % port)
+    r = sc.relay(["relay", "-q", "-F", "seq:unix:%s/s.sock=tcp:127.0.0.1:%d" % (d, port)])
     n = 2000 if VALGRIND else 20000
-    try:
-        before = r.fds()
-        for i in range(n):
-            s = socket.socket(socket.AF_UNIX)
-            s.connect(d + "/s.sock")
-            s.sendall(b"p")
-            assert s.recv(1) == b"p"
-            s.close()
-        wait_for(lambda: r.fds() == before, timeout=10, what="fd count back to %d (now %d)" % (before, r.fds()))
-        print("# %d connections: relay fds %d before, %d after" % (n, before, r.fds()))
-    finally:
-        r.stop()
-        srv.stop()
-        shutil.rmtree(d)
+    before = r.fds()
+    for i in range(n):
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(d + "/s.sock")
+        s.sendall(b"p")
+        assert s.recv(1) == b"p"
+        s.close()
+    wait_for(lambda: r.fds() == before, timeout=10, what="fd count back to %d (now %d)" % (before, r.fds()))
+    print("# %d connections: relay fds %d before, %d after" % (n, before, r.fds()))
 
 
 def bulk_echo_pipe_fds(d, where, n, size):
@@ -154,19 +134,20 @@ def bulk_echo_pipe_fds(d, where, n, size):
     descriptors the relay holds then beyond its baseline. Checks that idle connections hold only
     their two sockets and that the relay is back to its baseline once they close."""
     upstream = where if where.startswith("tcp:") else "unix:" + where
-    srv = Server("echo", where)
-    r = Relay(["relay", "-q", "-F", "bulk:unix:%s/b.sock=%s" % (d, upstream)])
+    with Scene() as sc:
+        sc.server("echo", where)
+        r = sc.relay(["relay", "-q", "-F", "bulk:unix:%s/b.sock=%s" % (d, upstream)])
 
-    def kinds():
-        links = [os.readlink("/proc/%d/fd/%s" % (r.pid, f)) for f in os.listdir("/proc/%d/fd" % r.pid)]
-        return sum(x.startswith("socket:") for x in links), sum(x.startswith("pipe:") for x in links)
+        def kinds():
+            links = [os.readlink("/proc/%d/fd/%s" % (r.pid, f)) for f in os.listdir("/proc/%d/fd" % r.pid)]
+            return sum(x.startswith("socket:") for x in links), sum(x.startswith("pipe:") for x in links)
 
-    socks = []
-    try:
+        socks = sc.closing([])
         before = r.fds()
         sockets0, pipes0 = kinds()
         for _ in range(n):
             s = connect(d + "/b.sock", timeout=30)
+            socks.append(s)
             data = os.urandom(size)
             t = threading.Thread(target=s.sendall, args=(data,))
             t.start()
@@ -177,138 +158,106 @@ def bulk_echo_pipe_fds(d, where, n, size):
                 got += b
             t.join()
             assert bytes(got) == data, "echoed bytes differ"
-            socks.append(s)
         sockets1, pipes1 = kinds()
         print("# %s: %d idle connections after %d MiB each way: +%d sockets, +%d pipe fds"
               % (upstream.split(":")[0], n, size // MIB, sockets1 - sockets0, pipes1 - pipes0))
         assert sockets1 - sockets0 == 2 * n, (sockets0, sockets1)
         for s in socks:
             s.close()
-        socks = []
         wait_for(lambda: r.fds() == before, timeout=10, what="fd count back to %d (now %d)" % (before, r.fds()))
         return pipes1 - pipes0
-    finally:
-        for s in socks:
-            s.close()
-        r.stop()
-        srv.stop()
 
 
-def test_bulk_transfers_splice_and_idle_connections_hold_no_pipe():
+def test_bulk_transfers_splice_and_idle_connections_hold_no_pipe(sc):
     """Bulk data read from a network socket splices through a pooled pipe, held only while
     bytes sit in it: after the transfers the pool keeps a few spare pipes and no idle
     direction holds one. Data read from a unix socket is copied (splicing out of one measured
     slower, bench/RESULTS.md), so a unix-to-unix relay never opens a pipe. The portable engine
     has no splice: it never opens a pipe at all."""
-    d = tmpdir()
+    d = sc.tmpdir()
     n, size = (4, MIB) if VALGRIND else (20, 4 * MIB)
-    try:
-        spliced = bulk_echo_pipe_fds(d, "tcp:127.0.0.1:%d" % free_port(), n, size)
-        if ENGINE == "portable":
-            assert spliced == 0, spliced
-        else:
-            # Spare pipes prove the splice path ran; a pipe held per idle direction would be 2n more.
-            assert 2 <= spliced <= 32, spliced
-        assert bulk_echo_pipe_fds(d, d + "/echo.sock", n, size) == 0
-    finally:
-        shutil.rmtree(d)
+    spliced = bulk_echo_pipe_fds(d, "tcp:127.0.0.1:%d" % free_port(), n, size)
+    if ENGINE == "portable":
+        assert spliced == 0, spliced
+    else:
+        # Spare pipes prove the splice path ran; a pipe held per idle direction would be 2n more.
+        assert 2 <= spliced <= 32, spliced
+    assert bulk_echo_pipe_fds(d, d + "/echo.sock", n, size) == 0
 
 
-def test_1000_concurrent_connections():
-    d = tmpdir()
+def test_1000_concurrent_connections(sc):
+    d = sc.tmpdir()
     port = free_port()
-    srv = Server("echo", "tcp:127.0.0.1:%d" % port)
-    r = Relay(["relay", "-q", "-F", "many:unix:%s/m.sock=tcp:127.0.0.1:%d" % (d, port)])
+    sc.server("echo", "tcp:127.0.0.1:%d" % port)
+    r = sc.relay(["relay", "-q", "-F", "many:unix:%s/m.sock=tcp:127.0.0.1:%d" % (d, port)])
     n = 200 if VALGRIND else 1000
-    socks = []
-    try:
-        before = r.fds()
-        for i in range(n):
-            socks.append(connect(d + "/m.sock"))
-        for i, s in enumerate(socks):
-            s.sendall(b"%08d" % i)
-        for i, s in enumerate(socks):
-            assert s.recv(8, socket.MSG_WAITALL) == b"%08d" % i
-        wait_for(lambda: r.fds() >= before + 2 * n, what="%d relayed pairs" % n)
-        for s in socks:
-            s.close()
-        socks = []
-        wait_for(lambda: r.fds() == before, timeout=10, what="fds back to %d" % before)
-    finally:
-        for s in socks:
-            s.close()
-        r.stop()
-        srv.stop()
-        shutil.rmtree(d)
-
-
-def test_upstream_down_closes_client_promptly_and_logs_why():
-    d = tmpdir()
-    port = free_port()  # nobody listens here
-    r = Relay(["relay", "-F", "down:unix:%s/d.sock=tcp:127.0.0.1:%d" % (d, port)])
-    try:
-        s = connect(d + "/d.sock")
-        start = time.monotonic()
-        s.settimeout(5)
-        assert s.recv(1) == b""
-        took = time.monotonic() - start
+    socks = sc.closing([])
+    before = r.fds()
+    for i in range(n):
+        socks.append(connect(d + "/m.sock"))
+    for i, s in enumerate(socks):
+        s.sendall(b"%08d" % i)
+    for i, s in enumerate(socks):
+        assert s.recv(8, socket.MSG_WAITALL) == b"%08d" % i
+    wait_for(lambda: r.fds() >= before + 2 * n, what="%d relayed pairs" % n)
+    for s in socks:
         s.close()
-        assert took < 2, "client waited %.1fs" % took
-        log = r.text()
-        assert "connect tcp:127.0.0.1:%d: Connection refused" % port in log, log
-        assert "is the host-side relay" in log, log
-    finally:
-        r.stop()
-        shutil.rmtree(d)
+    wait_for(lambda: r.fds() == before, timeout=10, what="fds back to %d" % before)
 
 
-def test_candidate_fallback_from_empty_directory_to_tcp():
-    d = tmpdir()
+def test_upstream_down_closes_client_promptly_and_logs_why(sc):
+    d = sc.tmpdir()
+    port = free_port()  # nobody listens here
+    r = sc.relay(["relay", "-F", "down:unix:%s/d.sock=tcp:127.0.0.1:%d" % (d, port)])
+    s = connect(d + "/d.sock")
+    start = time.monotonic()
+    s.settimeout(5)
+    assert s.recv(1) == b""
+    took = time.monotonic() - start
+    s.close()
+    assert took < 2, "client waited %.1fs" % took
+    log = r.text()
+    assert "connect tcp:127.0.0.1:%d: Connection refused" % port in log, log
+    assert "is the host-side relay" in log, log
+
+
+def test_candidate_fallback_from_empty_directory_to_tcp(sc):
+    d = sc.tmpdir()
     os.mkdir(d + "/host.sock")  # what Docker Desktop leaves for a host socket bind mount
-    subprocess.run(["mount", "--bind", d + "/host.sock", d + "/host.sock"], check=False)
+    sc.mount(["--bind", d + "/host.sock"], d + "/host.sock", required=False)
     port = free_port()
-    srv = Server("echo", "tcp:127.0.0.1:%d" % port)
-    r = Relay(["relay", "-F", "fb:unix:%s/c.sock=unix:%s/host.sock|tcp:127.0.0.1:%d" % (d, d, port)])
-    try:
-        for i in range(5):
-            s = connect(d + "/c.sock")
-            s.sendall(b"hello")
-            assert s.recv(5, socket.MSG_WAITALL) == b"hello"
-            s.close()
-        log = r.text()
-        assert "connect unix:%s/host.sock: is a directory, not a socket" % d in log, log
-        # logged once per state change, not per connection
-        assert log.count("host.sock: is a directory") == 1, log
-    finally:
-        r.stop()
-        srv.stop()
-        subprocess.run(["umount", d + "/host.sock"], check=False, stderr=subprocess.DEVNULL)
-        shutil.rmtree(d)
+    sc.server("echo", "tcp:127.0.0.1:%d" % port)
+    r = sc.relay(["relay", "-F", "fb:unix:%s/c.sock=unix:%s/host.sock|tcp:127.0.0.1:%d" % (d, d, port)])
+    for i in range(5):
+        s = connect(d + "/c.sock")
+        s.sendall(b"hello")
+        assert s.recv(5, socket.MSG_WAITALL) == b"hello"
+        s.close()
+    log = r.text()
+    assert "connect unix:%s/host.sock: is a directory, not a socket" % d in log, log
+    # logged once per state change, not per connection
+    assert log.count("host.sock: is a directory") == 1, log
 
 
-def test_stale_socket_is_replaced():
-    d = tmpdir()
+def test_stale_socket_is_replaced(sc):
+    d = sc.tmpdir()
     stale = socket.socket(socket.AF_UNIX)
     stale.bind(d + "/x.sock")
     stale.close()  # the file stays, nobody accepts: a stale socket
     port = free_port()
-    srv = Server("echo", "tcp:127.0.0.1:%d" % port)
-    r = Relay(["relay", "-F", "st:unix:%s/x.sock=tcp:127.0.0.1:%d" % (d, port)])
-    try:
-        s = connect(d + "/x.sock")
-        s.sendall(b"a")
-        assert s.recv(1) == b"a"
-        s.close()
-        assert "removed a stale socket" in r.text()
-    finally:
-        r.stop()
-        srv.stop()
+    sc.server("echo", "tcp:127.0.0.1:%d" % port)
+    r = sc.relay(["relay", "-F", "st:unix:%s/x.sock=tcp:127.0.0.1:%d" % (d, port)])
+    s = connect(d + "/x.sock")
+    s.sendall(b"a")
+    assert s.recv(1) == b"a"
+    s.close()
+    assert "removed a stale socket" in r.text()
+    r.stop()
     assert not os.path.exists(d + "/x.sock"), "relay left its socket behind"
-    shutil.rmtree(d)
 
 
-def test_live_socket_is_not_stolen():
-    d = tmpdir()
+def test_live_socket_is_not_stolen(sc):
+    d = sc.tmpdir()
     live = socket.socket(socket.AF_UNIX)
     live.bind(d + "/x.sock")
     live.listen(1)
@@ -316,11 +265,10 @@ def test_live_socket_is_not_stolen():
     live.close()
     assert rc == 1, (rc, err)
     assert "another process is already accepting" in err, err
-    shutil.rmtree(d)
 
 
-def test_regular_file_at_listen_path_is_left_untouched():
-    d = tmpdir()
+def test_regular_file_at_listen_path_is_left_untouched(sc):
+    d = sc.tmpdir()
     with open(d + "/x.sock", "w") as f:
         f.write("precious")
     rc, out, err = run_sockferry(["relay", "-F", "rf:unix:%s/x.sock=tcp:127.0.0.1:9" % d])
@@ -328,200 +276,161 @@ def test_regular_file_at_listen_path_is_left_untouched():
     assert "a regular file is in the way; left untouched" in err, err
     with open(d + "/x.sock") as f:
         assert f.read() == "precious"
-    shutil.rmtree(d)
 
 
-def test_mount_point_directory_at_listen_path_is_explained():
-    d = tmpdir()
+def test_mount_point_directory_at_listen_path_is_explained(sc):
+    d = sc.tmpdir()
     os.mkdir(d + "/x.sock")
-    mount_dir(d + "/x.sock", d + "/x.sock")
-    try:
-        rc, out, err = run_sockferry(["relay", "-F", "mp:unix:%s/x.sock=tcp:127.0.0.1:9" % d])
-        assert rc == 1, (rc, err)
-        assert "is a directory and a mount point" in err, err
-        assert "host socket bind mount" in err, err
-        assert os.path.isdir(d + "/x.sock")
-    finally:
-        subprocess.run(["umount", d + "/x.sock"], check=False)
-        shutil.rmtree(d)
+    sc.mount_point(d + "/x.sock", d + "/x.sock")
+    rc, out, err = run_sockferry(["relay", "-F", "mp:unix:%s/x.sock=tcp:127.0.0.1:9" % d])
+    assert rc == 1, (rc, err)
+    assert "is a directory and a mount point" in err, err
+    assert "host socket bind mount" in err, err
+    assert os.path.isdir(d + "/x.sock")
 
 
-def test_socket_mode_owner_group_exact():
-    d = tmpdir()
-    r = Relay(["relay", "-F", "m:unix:%s/sub/dir/m.sock=tcp:127.0.0.1:9,mode=0640,owner=65534,group=65534" % d])
-    try:
-        st = os.stat(d + "/sub/dir/m.sock")
-        assert oct(st.st_mode & 0o7777) == oct(0o640), oct(st.st_mode)
-        assert st.st_uid == 65534 and st.st_gid == 65534, (st.st_uid, st.st_gid)
-        assert oct(os.stat(d + "/sub").st_mode & 0o777) == oct(0o755)
-    finally:
-        r.stop()
-    shutil.rmtree(d)
+def test_socket_mode_owner_group_exact(sc):
+    d = sc.tmpdir()
+    sc.relay(["relay", "-F", "m:unix:%s/sub/dir/m.sock=tcp:127.0.0.1:9,mode=0640,owner=65534,group=65534" % d])
+    st = os.stat(d + "/sub/dir/m.sock")
+    assert oct(st.st_mode & 0o7777) == oct(0o640), oct(st.st_mode)
+    assert st.st_uid == 65534 and st.st_gid == 65534, (st.st_uid, st.st_gid)
+    assert oct(os.stat(d + "/sub").st_mode & 0o777) == oct(0o755)
 
 
-def test_sigterm_drains_active_connections():
-    d = tmpdir()
+def test_sigterm_drains_active_connections(sc):
+    d = sc.tmpdir()
     port = free_port()
-    srv = Server("after-eof", "tcp:127.0.0.1:%d" % port)
-    r = Relay(["relay", "-F", "dr:unix:%s/d.sock=tcp:127.0.0.1:%d" % (d, port)])
+    sc.server("after-eof", "tcp:127.0.0.1:%d" % port)
+    r = sc.relay(["relay", "-F", "dr:unix:%s/d.sock=tcp:127.0.0.1:%d" % (d, port)])
+    s = connect(d + "/d.sock")
+    s.sendall(b"before")
+    time.sleep(0.2)
+    r.signal(signal.SIGTERM)
+    # logged once the listeners are closed ("SIGTERM received: stopping" comes before that)
+    wait_for(lambda: "stopping: no new connections" in r.text(), what="stopping")
+    # new clients are refused at once
     try:
-        s = connect(d + "/d.sock")
-        s.sendall(b"before")
-        time.sleep(0.2)
-        r.signal(signal.SIGTERM)
-        # logged once the listeners are closed ("SIGTERM received: stopping" comes before that)
-        wait_for(lambda: "stopping: no new connections" in r.text(), what="stopping")
-        # new clients are refused at once
-        try:
-            t = connect(d + "/d.sock", timeout=1)
-            t.close()
-            raise AssertionError("a new connection was accepted while draining")
-        except (ConnectionRefusedError, FileNotFoundError):
-            pass
-        # the active one finishes
-        s.sendall(b" after")
-        s.shutdown(socket.SHUT_WR)
-        reply = recv_all(s)
-        s.close()
-        assert reply.startswith(b"12 "), reply
-        assert r.wait() == 0
-    finally:
-        r.stop()
-        srv.stop()
-        shutil.rmtree(d)
+        t = connect(d + "/d.sock", timeout=1)
+        t.close()
+        raise AssertionError("a new connection was accepted while draining")
+    except (ConnectionRefusedError, FileNotFoundError):
+        pass
+    # the active one finishes
+    s.sendall(b" after")
+    s.shutdown(socket.SHUT_WR)
+    reply = recv_all(s)
+    s.close()
+    assert reply.startswith(b"12 "), reply
+    assert r.wait() == 0
 
 
-def test_drain_timeout_closes_stuck_connections():
-    d = tmpdir()
+def test_drain_timeout_closes_stuck_connections(sc):
+    d = sc.tmpdir()
     port = free_port()
-    srv = Server("silent", "tcp:127.0.0.1:%d" % port)
+    sc.server("silent", "tcp:127.0.0.1:%d" % port)
     conf = d + "/sf.conf"
     with open(conf, "w") as f:
         f.write("[sockferry]\ndrain-timeout = 300ms\n[stuck]\nlisten = unix:%s/s.sock\nconnect = tcp:127.0.0.1:%d\n"
                 % (d, port))
-    r = Relay(["relay", "-c", conf])
-    try:
-        s = connect(d + "/s.sock")
-        s.sendall(b"x")
-        time.sleep(0.1)
-        start = time.monotonic()
-        r.signal(signal.SIGTERM)
-        assert r.wait() == 0
-        assert time.monotonic() - start < 5
-        assert "drain timeout: closing 1 connection" in r.text(), r.text()
-        s.close()
-    finally:
-        r.stop()
-        srv.stop()
-        shutil.rmtree(d)
+    r = sc.relay(["relay", "-c", conf])
+    s = sc.enter_context(connect(d + "/s.sock"))
+    s.sendall(b"x")
+    time.sleep(0.1)
+    start = time.monotonic()
+    r.signal(signal.SIGTERM)
+    assert r.wait() == 0
+    assert time.monotonic() - start < 5
+    assert "drain timeout: closing 1 connection" in r.text(), r.text()
 
 
-def test_max_conns_is_exact_and_does_not_spin():
-    d = tmpdir()
+def test_max_conns_is_exact_and_does_not_spin(sc):
+    d = sc.tmpdir()
     port = free_port()
-    srv = Server("echo", "tcp:127.0.0.1:%d" % port)
-    r = Relay(["relay", "-F", "mc:unix:%s/m.sock=tcp:127.0.0.1:%d,max-conns=3" % (d, port)])
-    socks = []
+    sc.server("echo", "tcp:127.0.0.1:%d" % port)
+    r = sc.relay(["relay", "-F", "mc:unix:%s/m.sock=tcp:127.0.0.1:%d,max-conns=3" % (d, port)])
+    socks = sc.closing([])
+    for i in range(3):
+        s = connect(d + "/m.sock")
+        socks.append(s)
+        s.sendall(b"a")
+        assert s.recv(1) == b"a"
+    extra = sc.enter_context(connect(d + "/m.sock"))  # sits in the backlog
+    extra.settimeout(0.5)
+    extra.sendall(b"b")
+    cpu0 = r.cpu_seconds()
     try:
-        for i in range(3):
-            s = connect(d + "/m.sock")
-            s.sendall(b"a")
-            assert s.recv(1) == b"a"
-            socks.append(s)
-        extra = connect(d + "/m.sock")  # sits in the backlog
-        extra.settimeout(0.5)
-        extra.sendall(b"b")
-        cpu0 = r.cpu_seconds()
-        try:
-            extra.recv(1)
-            raise AssertionError("a fourth connection was served with max-conns = 3")
-        except socket.timeout:
-            pass
-        time.sleep(1)
-        spent = r.cpu_seconds() - cpu0
-        assert spent < 0.2, "relay used %.2fs of CPU while full" % spent
-        socks.pop().close()
-        extra.settimeout(5)
-        assert extra.recv(1) == b"b"
-        extra.close()
-        assert "max-conns 3 reached" in r.text()
-    finally:
-        for s in socks:
-            s.close()
-        r.stop()
-        srv.stop()
-        shutil.rmtree(d)
+        extra.recv(1)
+        raise AssertionError("a fourth connection was served with max-conns = 3")
+    except socket.timeout:
+        pass
+    time.sleep(1)
+    spent = r.cpu_seconds() - cpu0
+    assert spent < 0.2, "relay used %.2fs of CPU while full" % spent
+    socks.pop().close()
+    extra.settimeout(5)
+    assert extra.recv(1) == b"b"
+    extra.close()
+    assert "max-conns 3 reached" in r.text()
 
 
-def test_fd_exhaustion_pauses_without_spinning_and_recovers():
-    d = tmpdir()
+def test_fd_exhaustion_pauses_without_spinning_and_recovers(sc):
+    d = sc.tmpdir()
     port = free_port()
-    srv = Server("echo", "tcp:127.0.0.1:%d" % port)
-    import resource
+    sc.server("echo", "tcp:127.0.0.1:%d" % port)
 
     def low_limit():
         resource.setrlimit(resource.RLIMIT_NOFILE, (40, 40))
 
-    r = Relay(["relay", "-F", "fx:unix:%s/f.sock=tcp:127.0.0.1:%d" % (d, port)], preexec=low_limit)
-    socks = []
-    try:
-        for i in range(60):
-            s = socket.socket(socket.AF_UNIX)
-            s.settimeout(5)
-            s.connect(d + "/f.sock")
-            socks.append(s)
-        wait_for(lambda: "pausing new connections" in r.text(), what="EMFILE to be reported")
-        cpu0 = r.cpu_seconds()
-        time.sleep(1.5)
-        spent = r.cpu_seconds() - cpu0
-        assert spent < 0.3, "relay used %.2fs of CPU while out of fds" % spent
-        for s in socks:
+    r = sc.relay(["relay", "-F", "fx:unix:%s/f.sock=tcp:127.0.0.1:%d" % (d, port)], preexec=low_limit)
+    socks = sc.closing([])
+    for i in range(60):
+        s = socket.socket(socket.AF_UNIX)
+        socks.append(s)
+        s.settimeout(5)
+        s.connect(d + "/f.sock")
+    wait_for(lambda: "pausing new connections" in r.text(), what="EMFILE to be reported")
+    cpu0 = r.cpu_seconds()
+    time.sleep(1.5)
+    spent = r.cpu_seconds() - cpu0
+    assert spent < 0.3, "relay used %.2fs of CPU while out of fds" % spent
+    for s in socks:
+        s.close()
+
+    # pressure gone: it serves again
+    def served():
+        try:
+            s = connect(d + "/f.sock", timeout=2)
+            s.sendall(b"z")
+            ok = s.recv(1) == b"z"
             s.close()
-        socks = []
-        # pressure gone: it serves again
-        def served():
-            try:
-                s = connect(d + "/f.sock", timeout=2)
-                s.sendall(b"z")
-                ok = s.recv(1) == b"z"
-                s.close()
-                return ok
-            except OSError:
-                return False
-        wait_for(served, timeout=10, what="the relay to serve again")
-        # reported once, not once per failed accept
-        assert r.text().count("pausing new connections") == 1, r.text()
-    finally:
-        for s in socks:
-            s.close()
-        r.stop()
-        srv.stop()
-        shutil.rmtree(d)
+            return ok
+        except OSError:
+            return False
+    wait_for(served, timeout=10, what="the relay to serve again")
+    # reported once, not once per failed accept
+    assert r.text().count("pausing new connections") == 1, r.text()
 
 
-def test_json_log_format():
-    d = tmpdir()
+def test_json_log_format(sc):
+    d = sc.tmpdir()
     port = free_port()
     conf = d + "/sf.conf"
     with open(conf, "w") as f:
         f.write("[sockferry]\nlog-format = json\n[j]\nlisten = unix:%s/j.sock\nconnect = tcp:127.0.0.1:%d\n" % (d, port))
-    r = Relay(["relay", "-c", conf])
-    try:
-        s = connect(d + "/j.sock")
-        s.recv(1)
-        s.close()
-        wait_for(lambda: "Connection refused" in r.text(), what="the error line")
-    finally:
-        text = r.stop()
-        shutil.rmtree(d)
-    import json
+    r = sc.relay(["relay", "-c", conf])
+    s = connect(d + "/j.sock")
+    s.recv(1)
+    s.close()
+    wait_for(lambda: "Connection refused" in r.text(), what="the error line")
+    text = r.stop()
     lines = [json.loads(line) for line in text.splitlines() if line.strip()]
     assert any(o.get("forward") == "j" and "Connection refused" in o["msg"] and o["level"] == "error"
                for o in lines), text
 
 
-def test_usage_and_config_errors_exit_before_binding():
-    d = tmpdir()
+def test_usage_and_config_errors_exit_before_binding(sc):
+    d = sc.tmpdir()
     rc, out, err = run_sockferry(["relay", "--bogus"])
     assert rc == 64, (rc, err)
     rc, out, err = run_sockferry(["nosuchcommand"])
@@ -539,31 +448,44 @@ def test_usage_and_config_errors_exit_before_binding():
     assert rc == 0 and out.startswith("sockferry "), out
     rc, out, err = run_sockferry(["--help"])
     assert rc == 0 and "relay" in out and "run" in out
-    shutil.rmtree(d)
 
 
-def test_abstract_and_ipv6_endpoints():
-    d = tmpdir()
+def test_abstract_and_ipv6_endpoints(sc):
+    d = sc.tmpdir()
     name = "sf-test-%d" % os.getpid()
-    srv = Server("echo", d + "/e.sock")
-    try:
-        port = free_port()
-        r = Relay(["relay",
-                   "-F", "ab:unix:@%s=unix:%s/e.sock" % (name, d),
-                   "-F", "v6:tcp:[::1]:%d=unix:@%s" % (port, name)])
-        try:
-            s = socket.socket(socket.AF_INET6)
-            s.settimeout(5)
-            s.connect(("::1", port))
-            s.sendall(b"v6")
-            assert s.recv(2, socket.MSG_WAITALL) == b"v6"
-            s.close()
-        finally:
-            r.stop()
-    finally:
-        srv.stop()
-        shutil.rmtree(d)
+    sc.server("echo", d + "/e.sock")
+    port = free_port()
+    sc.relay(["relay",
+              "-F", "ab:unix:@%s=unix:%s/e.sock" % (name, d),
+              "-F", "v6:tcp:[::1]:%d=unix:@%s" % (port, name)])
+    s = socket.socket(socket.AF_INET6)
+    s.settimeout(5)
+    s.connect(("::1", port))
+    s.sendall(b"v6")
+    assert s.recv(2, socket.MSG_WAITALL) == b"v6"
+    s.close()
+
+
+def test_quoted_connect_path_with_spaces(sc):
+    # Issue 23: 1Password's agent on a Mac lives under "Group Containers"; a quoted candidate
+    # in the file and in -F reaches it. In -F the quoted one comes after a refused candidate.
+    d = sc.tmpdir()
+    agent_dir = os.path.join(d, "Group Containers", "2BUA8C4S2C.com.1password", "t")
+    os.makedirs(agent_dir)
+    agent = os.path.join(agent_dir, "agent.sock")
+    sc.server("echo", agent)
+    conf = d + "/sf.conf"
+    with open(conf, "w") as f:
+        f.write('[agent]\nlisten = unix:%s/file.sock\nconnect = "unix:%s" tcp:127.0.0.1:%d\n'
+                % (d, agent, free_port()))
+    r = sc.relay(["relay", "-c", conf, "-F", 'spec:unix:%s/spec.sock=tcp:127.0.0.1:%d|"unix:%s"'
+                  % (d, free_port(), agent)])
+    for name in ("file", "spec"):
+        s = connect("%s/%s.sock" % (d, name))
+        s.sendall(b"ping " + name.encode())
+        assert s.recv(64) == b"ping " + name.encode(), r.text()
+        s.close()
 
 
 if __name__ == "__main__":
-    sys.exit(Tap([v for k, v in list(globals().items()) if k.startswith("test_")]).run())
+    sftap.main(sftap.tests_of(globals()), fixture=Scene)

@@ -14,6 +14,8 @@
 # Used by meson test --suite hardening on the build tree; it can be pointed at an installed
 # tree too: check_hardening.sh exe:DESTDIR/usr/bin/sockferry lib:DESTDIR/usr/lib/.../x.so
 set -u
+# shellcheck source=tests/lib/tap.sh
+. "$(dirname "$0")/../lib/tap.sh"
 
 fortify=1
 if [ "${1:-}" = "--no-fortify" ]; then
@@ -25,31 +27,15 @@ if [ $# -eq 0 ]; then
         exit 64
 fi
 if ! command -v readelf >/dev/null 2>&1; then
-        echo "1..0 # SKIP readelf not found (binutils)"
-        exit 0
+        tap_skip_all "readelf not found (binutils)"
 fi
 
-n=0
-failed=0
-plan=""
-out=""
 result() { # ok|not-ok NAME [DIAG]
-        n=$((n + 1))
         if [ "$1" = ok ]; then
-                out="${out}ok $n - $2
-"
+                tap_ok "$2"
         else
-                failed=$((failed + 1))
-                out="${out}not ok $n - $2
-"
-                [ -n "${3:-}" ] && out="${out}# $3
-"
+                tap_not_ok "$2" "${3:-}"
         fi
-}
-skip() { # NAME REASON
-        n=$((n + 1))
-        out="${out}ok $n - $1 # SKIP $2
-"
 }
 
 for arg in "$@"; do
@@ -96,9 +82,9 @@ for arg in "$@"; do
         fi
 
         if [ "$kind" = musl-lib ]; then
-                skip "$name: FORTIFY" "musl has no _FORTIFY_SOURCE"
+                tap_skip "$name: FORTIFY" "musl has no _FORTIFY_SOURCE"
         elif [ $fortify = 0 ]; then
-                skip "$name: FORTIFY" "an unoptimised build has none"
+                tap_skip "$name: FORTIFY" "an unoptimised build has none"
         else
                 chk=$(echo "$dynsyms" | grep ' UND ' | grep -oE '__[a-z0-9_]+_chk' | grep -v '^__stack_chk$' | sort -u | tr '\n' ' ')
                 if [ -n "$chk" ]; then
@@ -109,7 +95,4 @@ for arg in "$@"; do
         fi
 done
 
-echo "TAP version 13"
-echo "1..$n"
-printf '%s' "$out"
-[ $failed -eq 0 ]
+tap_finish

@@ -2,11 +2,11 @@
 # The bash completion, sourced into a plain bash (no bash-completion package needed).
 # Usage: test_completion.sh COMPLETION_FILE     (TAP output)
 set -u
+# shellcheck source=tests/lib/tap.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/tap.sh"
 # shellcheck source=/dev/null
-source "$1" || { echo "1..1"; echo "not ok 1 - $1 sources"; exit 1; }
+source "$1" || { tap_not_ok "$1 sources"; tap_finish; exit 1; }
 
-n=0
-failed=0
 # complete WORDS... : sets COMPREPLY for the last word, as bash would on <TAB>.
 complete_words() {
         COMP_WORDS=("$@")
@@ -22,12 +22,10 @@ expect() {
         shift 3
         complete_words "$@"
         local got="${COMPREPLY[*]}"
-        n=$((n + 1))
         if [[ $got == "$want" ]]; then
-                echo "ok $n - $desc"
+                tap_ok "$desc"
         else
-                echo "not ok $n - $desc: got '$got', expected '$want'"
-                failed=1
+                tap_not_ok "$desc" "got '$got', expected '$want'"
         fi
 }
 
@@ -35,7 +33,6 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 touch "$tmp/host.conf" "$tmp/hosts"
 
-echo "1..10"
 expect "sockferry re<TAB> gives relay" "relay" -- sockferry re
 expect "sockferry k<TAB> gives keygen" "keygen" -- sockferry k
 expect "sockferry --v<TAB> gives --version" "--version" -- sockferry --v
@@ -46,4 +43,4 @@ expect "-F is free text until a ','" "" -- sockferry relay -F dock
 expect "-F ...,auth<TAB> offers the key" "d:unix:/a=tcp:h:1,auth=" -- sockferry relay -F "d:unix:/a=tcp:h:1,aut"
 expect "stats --format <TAB>" "json" -- sockferry stats --format j
 expect "keygen --f<TAB> gives --force" "--force" -- sockferry keygen --f
-exit $failed
+tap_finish

@@ -14,21 +14,17 @@ import pathlib
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
-from tap import check, report
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import sftap  # noqa: E402
+from sfharness import free_port  # noqa: E402
 
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+TAP = sftap.Tap()
+check = TAP.ok
 
 
 def main():
@@ -76,7 +72,7 @@ def main():
             p.kill()
             p.wait()
         shutil.rmtree(tmp, ignore_errors=True)
-    return report()
+    return TAP.finish()
 
 
 if __name__ == "__main__":

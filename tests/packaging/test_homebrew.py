@@ -8,12 +8,18 @@ ruby -c parses it (Debian's ruby; Homebrew itself is not here, so `brew audit` a
 dependencies, the meson build, the per-user service and its test block.
 """
 import argparse
+import os
 import re
 import shutil
 import subprocess
 import sys
 
-from tap import check, report, skip
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import sftap  # noqa: E402
+
+TAP = sftap.Tap()
+check = TAP.ok
+skip = TAP.skip
 
 
 def block(text, header):
@@ -38,8 +44,8 @@ def main():
 
     deps = dict(re.findall(r'^  depends_on "([^"]+)"(?: => :(\w+))?$', text, re.M))
     want = {"meson": "build", "ninja": "build", "pkg-config": "build", "scdoc": "build",
-            "inih": "", "libsodium": "", "libuv": ""}
-    check(deps == want, "depends_on: meson, ninja, pkg-config, scdoc to build; inih, libsodium, libuv",
+            "inih": "", "libnghttp2": "", "libsodium": "", "libuv": ""}
+    check(deps == want, "depends_on: meson, ninja, pkg-config, scdoc to build; inih, libnghttp2, libsodium, libuv",
           repr(deps))
     install = block(text, "def install")
     check(install and '"meson", "setup", "build", *std_meson_args' in install
@@ -57,7 +63,7 @@ def main():
     check(not placeholder or re.search(r"^# PLACEHOLDERS", text, re.M),
           "a placeholder url/sha256 is said to be one in the header", "")
 
-    return report()
+    return TAP.finish()
 
 
 if __name__ == "__main__":

@@ -16,7 +16,11 @@ import re
 import subprocess
 import sys
 
-from tap import check, report
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import sftap  # noqa: E402
+
+TAP = sftap.Tap()
+check = TAP.ok
 
 SOCKFERRY = "/opt/homebrew/bin/sockferry"
 
@@ -80,7 +84,7 @@ def main():
           "a relative --sockferry is refused (exit 64, names the cause)",
           f"status {p.returncode}: {p.stderr.decode()}")
 
-    return report()
+    return TAP.finish()
 
 
 if __name__ == "__main__":

@@ -21,17 +21,16 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import sftap  # noqa: E402
+from sfharness import Scene  # noqa: E402
+
 INSTANCE = "web"
-results = []
-
-
-def check(ok, desc, detail=""):
-    results.append((bool(ok), desc, detail))
-    return ok
+TAP = sftap.Tap()
+check = TAP.ok
 
 
 def unit_values(text):
@@ -78,9 +77,8 @@ def main():
     sock_text = (units / "sockferry@.socket").read_text()
     svc, sock = unit_values(svc_text), unit_values(sock_text)
 
-    tmp = pathlib.Path(tempfile.mkdtemp(prefix="sf-units-"))
-    procs = []
-    try:
+    with Scene() as sc:
+        tmp = pathlib.Path(sc.tmpdir(prefix="sf-units-"))
         # Where the units expect the config: ".../sockferry/%i.conf" in ExecStart.
         exec_start = svc["ExecStart"][0]
         m = re.search(r"(\S+)/sockferry/%i\.conf", exec_start)
@@ -108,7 +106,7 @@ def main():
             (vdir / name).write_text(text)
         analyze = shutil.which("systemd-analyze")
         if not analyze:
-            check(True, "# SKIP systemd-analyze is not installed")
+            TAP.skip("systemd-analyze verify", "systemd-analyze is not installed")
         else:
             for inst in (f"sockferry@{INSTANCE}.service", f"sockferry@{INSTANCE}.socket"):
                 r = subprocess.run([analyze, "verify", "--man=no", str(vdir / inst)],
@@ -119,10 +117,10 @@ def main():
         # 2. Activation with the units' values.
         activate = shutil.which("systemd-socket-activate")
         if not activate:
-            check(True, "# SKIP systemd-socket-activate is not installed")
+            TAP.skip("socket activation", "systemd-socket-activate is not installed")
             return
-        srv = echo_server(str(upstream))
-        notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        srv = sc.enter_context(echo_server(str(upstream)))
+        notify = sc.enter_context(socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM))
         notify_path = tmp / "notify"
         notify.bind(str(notify_path))
         notify.settimeout(10)
@@ -135,10 +133,8 @@ def main():
         argv = exec_start.replace("%i", INSTANCE).replace(sysconf + "/sockferry/", f"{etc}/sockferry/").split()
         argv[0] = sf
         env = dict(os.environ, NOTIFY_SOCKET=str(notify_path))
-        p = subprocess.Popen([activate, "-l", str(listen_path), f"--fdname={fdname}",
-                              "-E", "NOTIFY_SOCKET"] + argv,
-                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        procs.append(p)
+        p = sc.popen([activate, "-l", str(listen_path), f"--fdname={fdname}", "-E", "NOTIFY_SOCKET"] + argv,
+                     env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         for _ in range(100):
             if listen_path.exists():
                 break
@@ -182,25 +178,9 @@ def main():
         check(any("STOPPING=1" in m for m in msgs), "the relay sent STOPPING=1 on SIGTERM", repr(msgs))
         check(rc == 0, "SIGTERM stops the relay with status 0", f"status {rc}\n{err}")
         srv.close()
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        shutil.rmtree(tmp, ignore_errors=True)
-        print(f"1..{len(results)}")
-        failed = 0
-        for i, (ok, desc, detail) in enumerate(results, 1):
-            if desc.startswith("# SKIP"):
-                print(f"ok {i} {desc}")
-                continue
-            print(f"{'ok' if ok else 'not ok'} {i} - {desc}")
-            if not ok and detail:
-                for line in detail.splitlines():
-                    print(f"# {line}")
-            failed += not ok
-        sys.exit(1 if failed else 0)
 
 
 if __name__ == "__main__":
+    sftap.unwind_on_sigterm()
     main()
+    sys.exit(TAP.finish())

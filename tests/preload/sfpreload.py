@@ -3,68 +3,32 @@
 A "container" here is a private mount namespace in which an empty directory is bind-mounted
 over the socket path the client expects: what Docker Desktop leaves when a host socket cannot
 cross into the VM. Servers run outside it, on unix sockets in the test's temporary directory,
-on 127.0.0.1, or on vsock; only the client runs inside, with the preload loaded.
+on 127.0.0.1, or on vsock; only the client runs inside, with the preload loaded. The tests
+print TAP with tests/lib/sftap.py's Tap.
 """
 import argparse
 import http.server
 import os
-import shutil
-import signal
 import socket
 import socketserver
 import subprocess
 import sys
-import tempfile
 import threading
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, '..', 'lib'))
+from sfharness import Scene, free_port  # noqa: E402
+from sftap import skip_all, unwind_on_sigterm  # noqa: E402
+
+# A loopback port nothing listens on (bound, then released).
+closed_tcp_port = free_port
+
 PYTHON = '/usr/bin/python3' if os.access('/usr/bin/python3', os.X_OK) else sys.executable
 PYCLIENT = os.path.join(HERE, 'pyclient.py')
 TIMEOUT = 30
 
 DIAGNOSTIC = ('sockferry-preload: {} is a directory, not a socket: the host socket bind mount '
               'did not carry a socket (Docker Desktop?). Map it with alias= in sockferry\'s config.')
-
-
-class Tap:
-    def __init__(self):
-        self.n = 0
-        self.failed = 0
-
-    def ok(self, cond, desc, diag=''):
-        self.n += 1
-        print(f"{'ok' if cond else 'not ok'} {self.n} - {desc}", flush=True)
-        if not cond:
-            self.failed += 1
-            for line in str(diag).splitlines():
-                print(f'#   {line}', flush=True)
-        return cond
-
-    def skip(self, desc, reason):
-        self.n += 1
-        print(f'ok {self.n} - {desc} # SKIP {reason}', flush=True)
-
-    def forward(self, output, prefix, diag=''):
-        """Numbers the "ok - ..."/"not ok - ..." lines a helper program printed."""
-        seen = False
-        for line in output.splitlines():
-            if line.startswith('ok - '):
-                self.ok(True, f'{prefix}: {line[5:]}')
-                seen = True
-            elif line.startswith('not ok - '):
-                self.ok(False, f'{prefix}: {line[9:]}', diag)
-                seen = True
-        if not seen:
-            self.ok(False, f'{prefix}: the helper reported nothing', diag)
-
-    def finish(self):
-        print(f'1..{self.n}', flush=True)
-        sys.exit(1 if self.failed else 0)
-
-
-def skip_all(reason):
-    print(f'1..0 # SKIP {reason}', flush=True)
-    sys.exit(0)
 
 
 def parse_args(*names):
@@ -120,31 +84,31 @@ class Result:
         return f'exit {self.returncode}\nstdout: {self.stdout!r}\nstderr: {self.stderr!r}'
 
 
-class Lab:
-    """A temporary directory with the expected socket path, servers, and the way to run a
-    client in a container. Cleans everything up on exit, SIGTERM included (meson's timeout)."""
+class Lab(Scene):
+    """A Scene (tests/lib/sfharness.py) with a temporary directory holding the expected socket
+    path, servers, and the way to run a client in a container. `with Lab(lib) as lab:` tears
+    everything down at the end, SIGTERM included (meson's timeout); a set-up that fails half
+    way leaves nothing behind either."""
 
     def __init__(self, lib):
+        super().__init__()
         self.lib = lib
         self.asan = asan_runtime(lib) if lib else None
-        self.servers = []
-        self.tmp = tempfile.mkdtemp(prefix='sfp.', dir='/tmp')
-        os.chmod(self.tmp, 0o755)
-        self.empty = self.path('empty')
-        self.mapped = self.path('run', 'x.sock')
-        os.makedirs(self.empty)
-        os.makedirs(self.mapped)
-        os.chmod(self.path('run'), 0o755)
 
     def __enter__(self):
-        signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+        unwind_on_sigterm()
+        super().__enter__()
+        try:
+            self.tmp = self.tmpdir(prefix='sfp.', mode=0o755, dir='/tmp')
+            self.empty = self.path('empty')
+            self.mapped = self.path('run', 'x.sock')
+            os.makedirs(self.empty)
+            os.makedirs(self.mapped)
+            os.chmod(self.path('run'), 0o755)
+        except BaseException:
+            self.close()
+            raise
         return self
-
-    def __exit__(self, *exc):
-        for s in self.servers:
-            s.shutdown()
-            s.server_close()
-        shutil.rmtree(self.tmp, ignore_errors=True)
 
     def path(self, *parts):
         return os.path.join(self.tmp, *parts)
@@ -190,10 +154,11 @@ class Lab:
                    {'daemon_threads': True, 'request_queue_size': 256,
                     'allow_reuse_address': kind.startswith('tcp')})
         srv = cls(address, _HttpHandler if http else _LineHandler)
+        self.callback(srv.server_close)
         srv.label = label
         threading.Thread(target=srv.serve_forever, kwargs={'poll_interval': 0.05},
                          daemon=True).start()
-        self.servers.append(srv)
+        self.callback(srv.shutdown)
         if kind == 'unix':
             return 'unix:' + (address if address[0] != '\0' else '@' + address[1:])
         if kind == 'tcp':
@@ -237,15 +202,6 @@ class _Tcp6Server(socketserver.TCPServer):
 
 class _VsockServer(socketserver.TCPServer):
     address_family = socket.AF_VSOCK
-
-
-def closed_tcp_port():
-    """A loopback port nothing listens on (bound, then released)."""
-    s = socket.socket()
-    s.bind(('127.0.0.1', 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def vsock_loopback():

@@ -8,6 +8,7 @@ import sys
 
 sys.dont_write_bytecode = True
 import sfpreload as sf  # noqa: E402
+import sftap  # noqa: E402  (on sys.path through sfpreload)
 
 CURL_ASAN = 'sanitizer build: curl hangs with libasan preloaded, with or without sockferry'
 NO_CURL = 'curl is not installed (apt-get install curl)'
@@ -17,7 +18,7 @@ def main():
     args = sf.parse_args('lib')
     sf.preflight()
     sf.clean_environment()
-    tap = sf.Tap()
+    tap = sftap.Tap()
     with sf.Lab(args.lib) as lab:
         x = lab.mapped
         targets = {
@@ -97,7 +98,7 @@ def main():
         port = tcp_line.rsplit(':', 1)[1]
         r = lab.python('tcp', port, 'hi', env=lab.env(f'{x}={targets["unix"][1]}'))
         tap.ok(r.returncode == 0 and r.stdout == 'tcp:hi\n' and r.stderr == '', 'an AF_INET connect passes straight through', r)
-    tap.finish()
+    sys.exit(tap.finish())
 
 
 if __name__ == '__main__':

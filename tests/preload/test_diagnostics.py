@@ -9,6 +9,7 @@ import sys
 
 sys.dont_write_bytecode = True
 import sfpreload as sf  # noqa: E402
+import sftap  # noqa: E402  (on sys.path through sfpreload)
 
 NOBODY = 65534
 
@@ -17,7 +18,7 @@ def main():
     args = sf.parse_args('lib', 'client')
     sf.preflight()
     sf.clean_environment()
-    tap = sf.Tap()
+    tap = sftap.Tap()
     with sf.Lab(args.lib) as lab:
         x = lab.mapped
         line_sock = lab.path('line.sock')
@@ -88,7 +89,7 @@ def main():
         tap.ok(len(lines) == len(bad), 'and nothing else is said', r)
 
         secure_execution(tap, lab, args.client, line_ep)
-    tap.finish()
+    sys.exit(tap.finish())
 
 
 def secure_execution(tap, lab, client, line_ep):

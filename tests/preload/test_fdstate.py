@@ -9,13 +9,14 @@ import sys
 
 sys.dont_write_bytecode = True
 import sfpreload as sf  # noqa: E402
+import sftap  # noqa: E402  (on sys.path through sfpreload)
 
 
 def main():
     args = sf.parse_args('lib', 'client', 'fdcheck')
     sf.preflight()
     sf.clean_environment()
-    tap = sf.Tap()
+    tap = sftap.Tap()
     with sf.Lab(args.lib) as lab:
         x, fdcheck = lab.mapped, args.fdcheck
         unix_ep = lab.serve('unix', lab.path('line.sock'), 'unix')
@@ -79,7 +80,7 @@ def main():
                'a refused redirect returns ECONNREFUSED to the client', r)
         tap.ok('is mapped to ' + refused_ep in r.stderr and r.stderr.count('sockferry-preload') == 1,
                'and says once which target refused', r)
-    tap.finish()
+    sys.exit(tap.finish())
 
 
 if __name__ == '__main__':

@@ -9,6 +9,7 @@ import sys
 
 sys.dont_write_bytecode = True
 import sfpreload as sf  # noqa: E402
+import sftap  # noqa: E402  (on sys.path through sfpreload)
 
 
 def readelf(*args):
@@ -18,10 +19,10 @@ def readelf(*args):
 def main():
     args = sf.parse_args('musl-lib', 'musl-client')
     if not args.musl_lib:
-        sf.skip_all('musl-gcc not found: install musl-tools to build and test sockferry-preload-musl.so')
+        sftap.skip_all('musl-gcc not found: install musl-tools to build and test sockferry-preload-musl.so')
     sf.preflight()
     sf.clean_environment()
-    tap = sf.Tap()
+    tap = sftap.Tap()
     lib, client = args.musl_lib, args.musl_client
     with sf.Lab(lib) as lab:
         x = lab.mapped
@@ -56,7 +57,7 @@ def main():
         tap.ok(r.returncode == 2 and r.stdout == 'errno=111\n' and sf.DIAGNOSTIC.format(x) in r.stderr
                and 'entry 2 "nonsense"' in r.stderr,
                'an unmapped directory gets the diagnostic and a malformed entry is reported', r)
-    tap.finish()
+    sys.exit(tap.finish())
 
 
 if __name__ == '__main__':

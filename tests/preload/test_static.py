@@ -7,15 +7,16 @@ import sys
 
 sys.dont_write_bytecode = True
 import sfpreload as sf  # noqa: E402
+import sftap  # noqa: E402  (on sys.path through sfpreload)
 
 
 def main():
     args = sf.parse_args('lib', 'static-client')
     if not args.static_client:
-        sf.skip_all('no static client: the C library has no libc.a (libc6-dev), or this is a sanitizer build')
+        sftap.skip_all('no static client: the C library has no libc.a (libc6-dev), or this is a sanitizer build')
     sf.preflight()
     sf.clean_environment()
-    tap = sf.Tap()
+    tap = sftap.Tap()
     with sf.Lab(args.lib) as lab:
         x = lab.mapped
         relay = lab.path('relay.sock')
@@ -30,7 +31,7 @@ def main():
         r = lab.run([args.static_client, relay, 'who'])
         tap.ok(r.returncode == 0 and r.stdout == 'relay:who\n',
                'the env route serves it: pointed at the relay socket, it connects', r)
-    tap.finish()
+    sys.exit(tap.finish())
 
 
 if __name__ == '__main__':

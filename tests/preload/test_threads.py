@@ -6,6 +6,7 @@ import sys
 
 sys.dont_write_bytecode = True
 import sfpreload as sf  # noqa: E402
+import sftap  # noqa: E402  (on sys.path through sfpreload)
 
 THREADS, ROUNDS = 64, 25
 
@@ -14,7 +15,7 @@ def main():
     args = sf.parse_args('lib', 'threads')
     sf.preflight()
     sf.clean_environment()
-    tap = sf.Tap()
+    tap = sftap.Tap()
     with sf.Lab(args.lib) as lab:
         x = lab.mapped
         for kind, ep in (('unix', lab.serve('unix', lab.path('line.sock'), 'unix')),
@@ -23,7 +24,7 @@ def main():
                         timeout=120)
             tap.ok(r.returncode == 0 and r.stdout == f'{THREADS} threads x {ROUNDS} rounds, 0 failures\n',
                    f'{THREADS} threads x {ROUNDS} concurrent connects redirected to {kind}', r)
-    tap.finish()
+    sys.exit(tap.finish())
 
 
 if __name__ == '__main__':

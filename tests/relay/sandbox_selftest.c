@@ -1,6 +1,6 @@
 /* The relay's seccomp sandbox (relay/sys/sandbox.c), from outside: each case runs in a child that
- * sets the sandbox up as the relay does (sf_sandbox_prepare, a libuv loop, sf_sandbox_apply)
- * and then makes its system calls. What the relay does at steady state must still work, with
+ * sets the sandbox up as the relay does (sf_sandbox_prepare, a libuv loop, sf_sandbox_confine
+ * with one pinned socket directory, sf_sandbox_apply) and then makes its system calls. What the relay does at steady state must still work, with
  * the loop running (libuv >= 1.45 would use io_uring there); hostile calls must kill the child
  * with SIGSYS; any other call must fail with ENOSYS and be logged once, by name, while the
  * child lives on. TAP on stdout. (That the allowlist is enough for the real relay is shown by
@@ -15,8 +15,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
+#include <linux/filter.h>
+#include <linux/landlock.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <uv.h>
@@ -34,6 +40,32 @@ static void *thread_main(void *arg) {
 
 static uv_loop_t loop;
 static pid_t parent; /* getppid() itself is refused */
+static bool have_landlock; /* this kernel has it (probed before the cases) */
+
+/* The pinned socket directory (DIR/pinned) and another one (DIR/other), each holding a file
+ * named victim, made afresh for each case. */
+static char dir[64], pinned[96], other[96];
+static int pinned_fd = -1;
+
+static int bind_at(const char *path) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+        int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (s < 0)
+                return -1;
+        int r = bind(s, (struct sockaddr *)&sa, sizeof sa);
+        int e = errno;
+        close(s);
+        errno = e;
+        return r;
+}
+
+static bool exists(const char *d, const char *name) {
+        char p[160];
+        struct stat st;
+        snprintf(p, sizeof p, "%s/%s", d, name);
+        return lstat(p, &st) == 0;
+}
 
 /* The loop at work: a pipe through libuv (epoll_ctl, which libuv >= 1.45 batches
  * through io_uring) and a name resolved on the threadpool (libuv >= 1.50 names its threads). */
@@ -147,6 +179,58 @@ static int forbidden_ptrace(void) {
         return 12;
 }
 
+/* With Landlock: a socket made and removed in the pinned directory, as the relay's listeners
+ * (and a reload's) are, and removed through the pinned fd. */
+static int socket_made_and_removed_in_the_pinned_directory(void) {
+        char p[160];
+        snprintf(p, sizeof p, "%s/s.sock", pinned);
+        if (bind_at(p) < 0)
+                return 30;
+        if (!exists(pinned, "s.sock") || unlinkat(pinned_fd, "s.sock", 0) < 0 || exists(pinned, "s.sock"))
+                return 31;
+        return 0;
+}
+
+/* Nothing removed outside it, not through ".." from the pinned fd, not by an absolute path. */
+static int nothing_removed_elsewhere(void) {
+        char p[160];
+        snprintf(p, sizeof p, "%s/victim", other);
+        if (unlinkat(pinned_fd, "../other/victim", 0) == 0 || errno != EACCES)
+                return 32;
+        if (unlinkat(AT_FDCWD, p, 0) == 0 || errno != EACCES)
+                return 33;
+        return exists(other, "victim") ? 0 : 35;
+}
+
+/* No socket planted outside it. */
+static int no_socket_bound_elsewhere(void) {
+        char p[160];
+        snprintf(p, sizeof p, "%s/planted.sock", other);
+        if (bind_at(p) == 0 || errno != EACCES)
+                return 36;
+        snprintf(p, sizeof p, "%s/../planted.sock", pinned);
+        if (bind_at(p) == 0 || errno != EACCES)
+                return 37;
+        return exists(other, "planted.sock") || exists(dir, "planted.sock") ? 38 : 0;
+}
+
+/* Where the kernel (or a container's profile) has no Landlock: no socket bound and no file
+ * removed once started, anywhere; names still resolve (getaddrinfo's AI_ADDRCONFIG binds a
+ * netlink socket, and assumes both families when it cannot). */
+static int without_landlock_nothing_bound_or_removed(void) {
+        char p[160];
+        struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV | AI_ADDRCONFIG }, *res;
+        snprintf(p, sizeof p, "%s/s.sock", pinned);
+        if (bind_at(p) == 0 || errno != EACCES)
+                return 40;
+        if (unlinkat(pinned_fd, "victim", 0) == 0 || errno != EACCES || !exists(pinned, "victim"))
+                return 41;
+        if (getaddrinfo("localhost", "80", &hints, &res) != 0)
+                return 42;
+        freeaddrinfo(res);
+        return loop_at_work();
+}
+
 /* Refused calls: 0 when the call failed with ENOSYS. */
 static int enosys(long r) {
         return r == -1 && errno == ENOSYS ? 0 : 20;
@@ -154,6 +238,12 @@ static int enosys(long r) {
 
 static int refused_open_for_writing(void) {
         return enosys(open("/tmp/sf-sandbox-selftest", O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
+}
+
+static int refused_unlink_by_path(void) {
+        char p[160];
+        snprintf(p, sizeof p, "%s/victim", pinned);
+        return enosys(unlink(p)) || !exists(pinned, "victim");
 }
 
 static int refused_packet_socket(void) {
@@ -213,11 +303,27 @@ static int forbidden_tgkill_other(void) {
         return 18;
 }
 
+/* As a container's seccomp profile that does not know Landlock: landlock_create_ruleset fails
+ * with ENOSYS (native system calls only, as in tests/relay/deny_vsock.c). */
+static int deny_landlock(void) {
+        struct sock_filter filter[] = {
+                BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+                BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_landlock_create_ruleset, 0, 1),
+                BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (ENOSYS & SECCOMP_RET_DATA)),
+                BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        };
+        struct sock_fprog prog = { .len = sizeof filter / sizeof filter[0], .filter = filter };
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) < 0)
+                return -errno;
+        return 0;
+}
+
 static const struct {
         const char *name;
         int (*fn)(void);
         int expect_signal; /* 0: must exit 0 */
         const char *logged; /* with expect_signal 0: the refused call logged exactly once */
+        int landlock;       /* 1: a test of Landlock (SKIP without it); -1: the child cannot use it */
 } cases[] = {
         { "steady state: sockets, pipes and splice, threads, getaddrinfo, reading /proc, malloc, a libuv loop "
           "with its threadpool",
@@ -235,18 +341,47 @@ static const struct {
           " getppid (" },
         { "getppid in a threadpool thread: ENOSYS, logged", refused_in_a_worker_thread, 0, " getppid (" },
         { "io_uring_setup fails with ENOSYS, not logged", io_uring_setup_silently_enosys, 0, "" },
+        { "Landlock: a socket is bound and removed in the pinned directory",
+          socket_made_and_removed_in_the_pinned_directory, 0, "", 1 },
+        { "Landlock: no file removed outside the pinned directory, not through .. either",
+          nothing_removed_elsewhere, 0, "", 1 },
+        { "Landlock: no socket bound outside the pinned directory", no_socket_bound_elsewhere, 0, "", 1 },
+        { "unlink() by path fails with ENOSYS, logged", refused_unlink_by_path, 0, " unlink (" },
+        { "without Landlock: nothing bound or removed once started, names still resolve",
+          without_landlock_nothing_bound_or_removed, 0, "", -1 },
 };
 
-/* The child: the relay's order (prepare, loop, apply), the case, then the loop's last round,
- * which logs what was refused. Its stderr (the log) goes to log_fd. */
+/* The child: the relay's order (prepare, loop, confine, apply), the case, then the loop's last
+ * round, which logs what was refused. Its stderr (the log) goes to log_fd. */
 static int child(size_t i, int log_fd) {
         dup2(log_fd, STDERR_FILENO);
-        if (sf_sandbox_prepare() < 0 || uv_loop_init(&loop) < 0 || sf_sandbox_apply(&loop) < 0)
+        pinned_fd = open(pinned, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (pinned_fd < 0 || (cases[i].landlock < 0 && deny_landlock() < 0))
+                return 101;
+        bool landlock = have_landlock && cases[i].landlock >= 0;
+        if (sf_sandbox_prepare() < 0 || uv_loop_init(&loop) < 0 || sf_sandbox_confine(&pinned_fd, 1) < 0 ||
+            sf_sandbox_confined() != landlock || sf_sandbox_apply(&loop) < 0)
                 return 100;
         int r = cases[i].fn();
         sf_sandbox_close();
         uv_run(&loop, UV_RUN_DEFAULT);
         return r;
+}
+
+/* DIR/pinned and DIR/other, each with a file named victim. */
+static int fresh_dirs(void) {
+        char p[160];
+        snprintf(p, sizeof p, "rm -rf %s/pinned %s/other", dir, dir);
+        if (system(p) != 0 || mkdir(pinned, 0755) < 0 || mkdir(other, 0755) < 0)
+                return -1;
+        for (int k = 0; k < 2; k++) {
+                snprintf(p, sizeof p, "%s/victim", k ? other : pinned);
+                int fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+                if (fd < 0)
+                        return -1;
+                close(fd);
+        }
+        return 0;
 }
 
 static size_t count(const char *hay, const char *needle) {
@@ -277,9 +412,26 @@ int main(void) {
                 printf("1..0 # SKIP built without libseccomp (-Dseccomp=disabled or a sanitizer build)\n");
                 return 0;
         }
+        snprintf(dir, sizeof dir, "/tmp/sf-sandbox-selftest.XXXXXX");
+        if (!mkdtemp(dir)) {
+                perror("mkdtemp");
+                return 1;
+        }
+        chmod(dir, 0755);
+        have_landlock = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION) >= 0;
+        snprintf(pinned, sizeof pinned, "%s/pinned", dir);
+        snprintf(other, sizeof other, "%s/other", dir);
         printf("TAP version 13\n1..%zu\n", n);
         fflush(stdout);
         for (size_t i = 0; i < n; i++) {
+                if (fresh_dirs() < 0) {
+                        perror(dir);
+                        return 1;
+                }
+                if (cases[i].landlock > 0 && !have_landlock) {
+                        printf("ok %zu - %s # SKIP this kernel has no Landlock\n", i + 1, cases[i].name);
+                        continue;
+                }
                 FILE *log = tmpfile();
                 if (!log) {
                         perror("tmpfile");
@@ -312,9 +464,13 @@ int main(void) {
                         printf("# killed by signal %d (%s)\n", WTERMSIG(st), strsignal(WTERMSIG(st)));
                 else
                         printf("# exited %d%s\n", WEXITSTATUS(st),
-                               WEXITSTATUS(st) == 100 ? " (the filter could not be applied)" : "");
+                               WEXITSTATUS(st) == 100 ? " (the sandbox could not be set up as expected)" : "");
                 fflush(stdout);
         }
         unlink("/tmp/sf-sandbox-selftest");
+        char rm[96];
+        snprintf(rm, sizeof rm, "rm -rf %s", dir);
+        if (system(rm) != 0)
+                fprintf(stderr, "cannot remove %s\n", dir);
         return failed ? 1 : 0;
 }

@@ -3,8 +3,10 @@
 Each test runs sockferry in a "container": new mount and network namespaces (unshare, as
 root), loopback up, and an empty directory bind-mounted where the host socket should have
 been, as Docker Desktop leaves it. Tests about PID 1 add a PID namespace. Standard library
-only; every process a test starts is killed when it ends, and every wait is bounded."""
+only; every process a test starts is killed when it ends (each test's Container tears down
+its Scene, tests/lib/sfharness.py), and every wait is bounded."""
 
+import contextlib
 import glob
 import os
 import signal
@@ -12,76 +14,51 @@ import socket
 import shutil
 import subprocess
 import sys
-import tempfile
-import threading
 import time
-import traceback
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import sftap  # noqa: E402
+from sfharness import Scene, Skip, wait_for  # noqa: E402
 
 SOCKFERRY = os.environ.get("SOCKFERRY", "sockferry")
 BUILD_ROOT = os.environ.get("SF_BUILD_ROOT", "")
 PYTHON = "/usr/bin/python3"
 
 
-class Skip(Exception):
-    pass
+def echo_server(sc, path):
+    """A host service on a unix socket in the scene sc: answers every line with "echo:" and
+    the line."""
+    ls = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    ls.bind(path)
+    ls.listen(64)
 
-
-class Echo:
-    """A host service on a unix socket: answers every line with "echo:" and the line."""
-
-    def __init__(self, path):
-        self.path = path
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.bind(path)
-        self.sock.listen(64)
-        self.sock.settimeout(0.2)
-        self.stopping = False
-        self.thread = threading.Thread(target=self.serve, daemon=True)
-        self.thread.start()
-
-    def serve(self):
-        while not self.stopping:
-            try:
-                c, _ = self.sock.accept()
-            except socket.timeout:
-                continue
-            except OSError:
-                return
-            threading.Thread(target=self.answer, args=(c,), daemon=True).start()
-
-    @staticmethod
     def answer(c):
         with c:
             c.settimeout(5)
-            try:
-                data = c.recv(4096)
-                if data:
-                    c.sendall(b"echo:" + data)
-            except OSError:
-                pass
-
-    def close(self):
-        self.stopping = True
-        self.thread.join(2)
-        self.sock.close()
+            data = c.recv(4096)
+            if data:
+                c.sendall(b"echo:" + data)
+    sc.serve(ls, answer)
 
 
 class Container:
     """A scratch directory laid out like a container's filesystem, with a host-side echo
-    service. D/ctr/run/ward/broker.sock is where clients expect the socket (the alias);
-    sockferry listens on D/ctr/run/sockferry/broker.sock."""
+    service, in the scene sc. D/ctr/run/ward/broker.sock is where clients expect the socket
+    (the alias); sockferry listens on D/ctr/run/sockferry/broker.sock."""
 
-    def __init__(self):
-        self.dir = tempfile.mkdtemp(prefix="sf-shim-")
-        os.chmod(self.dir, 0o755)  # a payload running as nobody walks through it
+    def __init__(self, sc):
+        self.sc = sc
+        # a payload running as nobody walks through it
+        self.dir = sc.tmpdir(prefix="sf-shim-", mode=0o755)
         self.host_empty = os.path.join(self.dir, "host-empty")
         self.alias = os.path.join(self.dir, "ctr/run/ward/broker.sock")
         self.listen = os.path.join(self.dir, "ctr/run/sockferry/broker.sock")
         self.upstream = os.path.join(self.dir, "host.sock")
         os.makedirs(self.host_empty)
         os.makedirs(self.alias)
-        self.echo = Echo(self.upstream)
+        echo_server(sc, self.upstream)
         self.procs = []
+        sc.callback(self.end_processes)
 
     def path(self, name):
         return os.path.join(self.dir, name)
@@ -96,20 +73,21 @@ class Container:
         lines.append("set +e")
         return "\n".join(lines) + "\n"
 
-    def start(self, args, bind_alias=True, pidns=False, env=None, stdin=subprocess.DEVNULL):
+    def start(self, args, bind_alias=True, pidns=False, env=None, stdin=subprocess.DEVNULL, pre="", pass_fds=()):
         """Starts `sockferry ARGS` in the container; sockferry is the process Popen returns
-        unless pidns, where it is PID 1 of a new PID namespace below unshare."""
-        script = self.setup_script(bind_alias) + 'exec "$SOCKFERRY" "$@"\n'
+        unless pidns, where it is PID 1 of a new PID namespace below unshare. pre: shell lines
+        run just before sockferry is exec'd (in the process that becomes sockferry)."""
+        script = self.setup_script(bind_alias) + pre + 'exec "$SOCKFERRY" "$@"\n'
         ns = ["unshare", "--mount", "--net", "--propagation", "private"]
         if pidns:
             ns += ["--pid", "--fork", "--mount-proc"]
         e = dict(os.environ, SOCKFERRY=SOCKFERRY)
         if env:
             e.update(env)
-        self.log = open(self.path("log"), "wb")
-        self.out = open(self.path("out"), "wb")
+        self.log = self.sc.enter_context(open(self.path("log"), "wb"))
+        self.out = self.sc.enter_context(open(self.path("out"), "wb"))
         p = subprocess.Popen(ns + ["/bin/sh", "-c", script, "sh"] + args, stdin=stdin, stdout=self.out,
-                             stderr=self.log, env=e, start_new_session=True)
+                             stderr=self.log, env=e, start_new_session=True, pass_fds=pass_fds)
         self.procs.append(p)
         return p
 
@@ -125,15 +103,23 @@ class Container:
         with open(self.path(name), "rb") as f:
             return f.read().decode(errors="replace")
 
-    def close(self):
+    def end_processes(self):
         for p in self.procs:
             kill_session(p.pid)
             try:
                 p.wait(5)
             except subprocess.TimeoutExpired:
                 pass
-        self.echo.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+            for f in (p.stdout, p.stderr):
+                if f:
+                    f.close()
+
+
+@contextlib.contextmanager
+def container():
+    """Each test's fixture: a Container, torn down with everything it started."""
+    with Scene() as sc:
+        yield Container(sc)
 
 
 def kill_session(sid):
@@ -155,16 +141,6 @@ def children(pid):
             return [int(x) for x in f.read().split()]
     except FileNotFoundError:
         return []
-
-
-def wait_for(pred, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.02)
-    raise AssertionError("timed out after %.1fs waiting for %s" % (timeout, what))
 
 
 def system_library():
@@ -265,12 +241,10 @@ def test_alias_mount_point_is_left_for_the_preload_map(c):
 
 def test_alias_live_socket_is_left_alone(c):
     os.rmdir(c.alias)
-    live = Echo(c.alias)
-    try:
+    with Scene() as live:
+        echo_server(live, c.alias)
         rc, out, log = c.run(["run", "-v", "--no-preload", "-F", c.forward(",alias=" + c.alias), "--"]
                              + py(CONNECT_NOW) + [c.alias], bind_alias=False)
-    finally:
-        live.close()
     expect(rc == 0 and "echo:ping" in out, "rc %d, payload said %r" % (rc, out), log)
     expect(not os.path.islink(c.alias), "the live socket was replaced", log)
     expect("a live socket" in log and "left alone" in log, "the log does not say so", log)
@@ -357,6 +331,65 @@ def test_bind_error_stops_before_the_payload(c):
     rc, out, log = c.run(["run", "-F", c.forward(), "--", "touch", marker])
     expect(rc == 1, "exit status %d, expected 1" % rc, log)
     expect(not os.path.exists(marker), "the payload started", log)
+
+
+# What the payload holds of socket activation: the variables, and every socket among its fds.
+ACTIVATION_STATE = """
+import os, socket, sys
+for k in ('LISTEN_PID', 'LISTEN_FDS', 'LISTEN_FDNAMES', 'NOTIFY_SOCKET'):
+    print('%s=%s' % (k, os.environ.get(k, '<unset>')))
+held = []
+for fd in os.listdir('/proc/self/fd'):
+    try:
+        if os.readlink('/proc/self/fd/' + fd).startswith('socket:'):
+            held.append(fd)
+    except OSError:
+        pass
+print('SOCKETS=%s' % ','.join(sorted(held)))
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(5)
+s.connect(sys.argv[1])
+s.sendall(b'ping')
+print('REPLY=%s' % s.recv(100).decode())
+"""
+
+
+PASS_FDS = """
+import fcntl, os, sys
+web, spare = (fcntl.fcntl(fd, fcntl.F_DUPFD, 100) for fd in (%d, %d))
+os.dup2(web, 3)
+os.dup2(spare, 4)
+os.closerange(5, 1024)
+os.environ.update(LISTEN_PID=str(os.getpid()), LISTEN_FDS="2", LISTEN_FDNAMES="web:spare")
+os.execv(sys.argv[1], sys.argv[1:])
+"""
+
+
+def test_payload_gets_no_socket_activation_state(c):
+    """run is the process socket activation started: the payload must not inherit the passed
+    sockets no forward uses, nor LISTEN_PID/LISTEN_FDS/LISTEN_FDNAMES and NOTIFY_SOCKET."""
+    web, spare = (c.sc.enter_context(socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)) for _ in range(2))
+    notify = c.sc.enter_context(socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM))
+    web.bind(c.path("web.sock"))
+    spare.bind(c.path("spare.sock"))
+    for s in (web, spare):
+        s.listen(8)
+    notify.bind(c.path("notify"))
+    notify.settimeout(10)
+    a, b = web.fileno(), spare.fileno()
+    # Passed as sd_listen_fds(3) says: fd 3 "web", fd 4 "spare", LISTEN_PID the process
+    # that becomes sockferry (this wrapper, which execs it).
+    pre = 'exec %s -c "$PASS_FDS" "$SOCKFERRY" "$@"\n' % PYTHON
+    rc, out, log = c.run(["run", "-F", "broker:systemd:web=unix:%s" % c.upstream, "--"] + py(ACTIVATION_STATE)
+                         + [c.path("web.sock")], bind_alias=False, pre=pre, pass_fds=(a, b),
+                         env={"NOTIFY_SOCKET": c.path("notify"), "PASS_FDS": PASS_FDS % (a, b)})
+    state = env_lines(out)
+    expect(rc == 0 and state.get("REPLY") == "echo:ping", "rc %d, payload said %r" % (rc, out), log)
+    for k in ("LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES", "NOTIFY_SOCKET"):
+        expect(state[k] == "<unset>", "the payload got %s=%s" % (k, state[k]), log)
+    expect(state["SOCKETS"] == "", "the payload holds socket fds %s" % state["SOCKETS"], log)
+    # run itself still told the service manager.
+    expect(b"READY=1" in notify.recv(4096), "run sent no READY=1", log)
 
 
 # --- exit status ----------------------------------------------------------------------------
@@ -630,40 +663,12 @@ def test_payload_gets_the_terminal_foreground(c):
     expect("fg=True" in out, "payload output: %r" % out)
 
 
-TESTS = [v for k, v in sorted(globals().items()) if k.startswith("test_")]
-TESTS.sort(key=lambda f: f.__code__.co_firstlineno)
-
-
-def main():
+@contextlib.contextmanager
+def as_root():
     if os.geteuid() != 0:
-        print("1..0 # SKIP needs root for namespaces")
-        return 0
-    only = os.environ.get("SF_ONLY")
-    tests = [t for t in TESTS if not only or only in t.__name__]
-    print("TAP version 13")
-    print("1..%d" % len(tests), flush=True)
-    failed = 0
-    for i, t in enumerate(tests, 1):
-        name = t.__name__[5:].replace("_", " ")
-        c = Container()
-        t0 = time.monotonic()
-        try:
-            t(c)
-        except Skip as e:
-            print("ok %d - %s # SKIP %s" % (i, name, e), flush=True)
-            continue
-        except Exception:
-            failed += 1
-            print("not ok %d - %s" % (i, name))
-            for line in traceback.format_exc().splitlines():
-                print("# " + line)
-            sys.stdout.flush()
-            continue
-        finally:
-            c.close()
-        print("ok %d - %s (%.1fs)" % (i, name, time.monotonic() - t0), flush=True)
-    return 1 if failed else 0
+        raise Skip("needs root for namespaces")
+    yield
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sftap.main(sftap.tests_of(globals()), fixture=container, setup=as_root)

@@ -11,18 +11,18 @@
 
 Environment (tests/windows/ci-stage.sh sets it): SOCKFERRY (the Linux build), SF_EXE
 (sockferry.exe), SF_WINE (wine64), WINEPREFIX (a throw-away prefix, booted), SF_NPIPE_SERVICE
-(npipe-service.exe; the busy-pipe test skips without it, saying so)."""
+(npipe-service.exe; the busy-pipe test skips without it, saying so). Each test gets a Scene
+(tests/lib/sfharness.py) for what it starts; the namespace lives for the whole run."""
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
-import sfharness  # noqa: E402
-from sfharness import Relay, Server, Skip, Tap, free_port, run_sockferry, tmpdir, wait_for  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import sftap  # noqa: E402
+from sfharness import Relay, Scene, Skip, free_port, netns, run_sockferry, wait_for  # noqa: E402
 
 WINE = os.environ.get("SF_WINE", "/usr/lib/wine/wine64")
 EXE = os.environ.get("SF_EXE", "")
@@ -48,77 +48,62 @@ def wine_run(args, timeout=60, env=None):
 
 class WinRelay(Relay):
     """sockferry.exe relay under Wine: no sd_notify there, so ready is its "listening on" line
-    (one per forward)."""
+    (one per forward). Stopped with Ctrl+C, which Wine delivers to a console program as on
+    Windows: the relay drains and exits 0, saying so."""
+
+    stop_signal = signal.SIGINT
+    stop_timeout = 20
 
     def __init__(self, args, listening=1):
-        super().__init__([EXE] + args, wait_ready=False, program=WINE, env={"WINEDEBUG": "-all"})
-        wait_for(lambda: self.text().count("listening on") >= listening or self.proc.poll() is not None,
+        self.listening = listening
+        super().__init__([EXE] + args, program=WINE, env={"WINEDEBUG": "-all"})
+
+    def wait_ready(self):
+        wait_for(lambda: self.text().count("listening on") >= self.listening or self.proc.poll() is not None,
                  timeout=60, what="sockferry.exe listening")
         if self.proc.poll() is not None:
             raise AssertionError("sockferry.exe exited %s:\n%s" % (self.proc.returncode, self.text()))
 
-    def stop(self, expect=0):
-        """Ctrl+C, which Wine delivers to a console program as on Windows: the relay drains
-        and exits 0."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                pass
-        text = super().stop(expect)
-        if expect == 0:
-            assert "Interrupt (Ctrl+C) received: stopping" in text and text.rstrip().endswith("stopped"), text
-        return text
-
-
-def netns_up():
-    sfharness.netns_up(NS, HOST_IF, CONT_IF, HOST_IP, CONT_IP)
-
-
-def netns_down():
-    sfharness.netns_down(NS, HOST_IF)
+    def problems(self, rc, expect, text):
+        out = super().problems(rc, expect, text)
+        if expect == 0 and not ("Interrupt (Ctrl+C) received: stopping" in text and text.rstrip().endswith("stopped")):
+            out.append("it did not say it stopped on Ctrl+C")
+        return out
 
 
 class Chain:
-    """Service, Windows-side relays, the container relay; tokens per side."""
+    """Service, Windows-side relays, the container relay, in the scene sc; tokens per side."""
 
-    def __init__(self, service="echo", win_token=None, cont_token=None, win_extra="", upstream=None):
-        self.d = tmpdir()
+    def __init__(self, sc, service="echo", win_token=None, cont_token=None, win_extra="", upstream=None):
+        self.d = sc.tmpdir()
         self.pipe = "sf-wine-%d-%d" % (os.getpid(), int(time.monotonic() * 1000) % 100000)
         self.port = free_port()
         self.win_token = win_token or self.keygen_windows("win.token")
         self.cont_token = cont_token or self.copy_token(self.win_token, "cont.token")
         self.srv = self.pipe_svc = None
-        self.relays = []
-        try:
-            if upstream is None:
-                sport = free_port()
-                self.srv = Server(service, "tcp:127.0.0.1:%d" % sport)
-                self.pipe_svc = WinRelay(["relay", "-F", "svc:npipe:%s=tcp:127.0.0.1:%d" % (self.pipe, sport)])
-                self.relays.append(self.pipe_svc)
-                upstream = "npipe:" + self.pipe
-            self.win = WinRelay(["relay", "-F", "host:tcp:%s:%d=%s,auth=token,token-file=%s%s"
-                                 % (HOST_IP, self.port, upstream, winpath(self.win_token), win_extra)])
-            self.relays.append(self.win)
-            # The container: the namespace's network and a mount namespace of its own where an
-            # empty directory is bind-mounted at the socket's directory, as Docker Desktop
-            # leaves a host socket's bind mount. Clients reach the socket at its path in
-            # there through /proc/PID/root.
-            empty, target = os.path.join(self.d, "empty"), os.path.join(self.d, "run")
-            os.makedirs(empty)
-            os.makedirs(target)
-            path = os.path.join(target, "agent.sock")
-            self.cont = Relay(["relay", "-F", "cont:unix:%s=tcp:host.docker.internal:%d,auth=token,token-file=%s"
-                               % (path, self.port, self.cont_token)],
-                              prefix=["ip", "netns", "exec", NS, "unshare", "-m", "--propagation", "private",
-                                      "sh", "-c", 'mount --bind "$1" "$2" && shift 2 && exec "$@"', "sh",
-                                      empty, target])
-            self.relays.append(self.cont)
-            self.sock = "/proc/%d/root%s" % (self.cont.pid, path)
-        except BaseException:
-            self.close()
-            raise
+        if upstream is None:
+            sport = free_port()
+            self.srv = sc.server(service, "tcp:127.0.0.1:%d" % sport)
+            self.pipe_svc = sc.enter_context(WinRelay(["relay", "-F", "svc:npipe:%s=tcp:127.0.0.1:%d"
+                                                       % (self.pipe, sport)]))
+            upstream = "npipe:" + self.pipe
+        self.win = sc.enter_context(WinRelay(["relay", "-F", "host:tcp:%s:%d=%s,auth=token,token-file=%s%s"
+                                              % (HOST_IP, self.port, upstream, winpath(self.win_token), win_extra)]))
+        # The container: the namespace's network and a mount namespace of its own where an
+        # empty directory is bind-mounted at the socket's directory, as Docker Desktop
+        # leaves a host socket's bind mount. Clients reach the socket at its path in
+        # there through /proc/PID/root.
+        empty, target = os.path.join(self.d, "empty"), os.path.join(self.d, "run")
+        os.makedirs(empty)
+        os.makedirs(target)
+        path = os.path.join(target, "agent.sock")
+        self.cont = sc.relay(["relay", "-F", "cont:unix:%s=tcp:host.docker.internal:%d,auth=token,token-file=%s"
+                              % (path, self.port, self.cont_token)],
+                             prefix=["ip", "netns", "exec", NS, "unshare", "-m", "--propagation", "private",
+                                     "sh", "-c", 'mount --bind "$1" "$2" && shift 2 && exec "$@"', "sh",
+                                     empty, target],
+                             expect=None)
+        self.sock = "/proc/%d/root%s" % (self.cont.pid, path)
 
     def keygen_windows(self, name):
         path = os.path.join(self.d, name)
@@ -134,13 +119,6 @@ class Chain:
             os.write(fd, f.read())
         os.close(fd)
         return path
-
-    def close(self):
-        for r in reversed(self.relays):
-            r.stop(0 if isinstance(r, WinRelay) else None)
-        if self.srv:
-            self.srv.stop()
-        shutil.rmtree(self.d, ignore_errors=True)
 
 
 def in_ns_python(code, *args, timeout=120):
@@ -171,26 +149,22 @@ print(len(got), hashlib.sha256(bytes(got)).hexdigest() == hashlib.sha256(data).h
 '''
 
 
-def test_data_both_ways_through_a_named_pipe():
-    c = Chain()
-    try:
-        # 8 MiB up while the echo comes back down, through both relays and the pipe.
-        rc, out, err = in_ns_python(ROUND_TRIP, c.sock, str(8 * MIB))
-        assert rc == 0 and out.split() == [str(8 * MIB), "True"], (rc, out, err, c.win.text(), c.cont.text())
-        assert "listening on tcp:%s:%d" % (HOST_IP, c.port) in c.win.text()
-        assert "listening on npipe:%s" % c.pipe in c.pipe_svc.text()
-    finally:
-        c.close()
+def test_data_both_ways_through_a_named_pipe(sc):
+    c = Chain(sc)
+    # 8 MiB up while the echo comes back down, through both relays and the pipe.
+    rc, out, err = in_ns_python(ROUND_TRIP, c.sock, str(8 * MIB))
+    assert rc == 0 and out.split() == [str(8 * MIB), "True"], (rc, out, err, c.win.text(), c.cont.text())
+    assert "listening on tcp:%s:%d" % (HOST_IP, c.port) in c.win.text()
+    assert "listening on npipe:%s" % c.pipe in c.pipe_svc.text()
 
 
-def test_half_close_keeps_the_late_answer_and_its_end():
+def test_half_close_keeps_the_late_answer_and_its_end(sc):
     """The client sends its request and shuts its side: a named pipe has no half-close, so the
     end of the request must neither reach the pipe as the end of the connection (libuv's own
     shutdown closes a pipe after 50 ms of silence) nor be lost for the answer's way back: the
     answer, 1.5 s later, arrives whole, and the service's close comes back as EOF."""
-    c = Chain(service="late")
-    try:
-        code = r'''
+    c = Chain(sc, service="late")
+    code = r'''
 import socket, sys, time
 s = socket.socket(socket.AF_UNIX); s.settimeout(30); s.connect(sys.argv[1])
 s.sendall(b"request"); s.shutdown(socket.SHUT_WR)
@@ -202,39 +176,32 @@ while True:
     r += b
 print(r.decode(), round(time.monotonic() - start, 1))
 '''
-        rc, out, err = in_ns_python(code, c.sock)
-        words = out.split()
-        assert rc == 0 and words[0] == "late:request" and float(words[1]) >= 1.4, (rc, out, err, c.win.text())
-    finally:
-        c.close()
+    rc, out, err = in_ns_python(code, c.sock)
+    words = out.split()
+    assert rc == 0 and words[0] == "late:request" and float(words[1]) >= 1.4, (rc, out, err, c.win.text())
 
 
-def test_check_on_windows():
+def test_check_on_windows(sc):
     """sockferry.exe check probes the Windows relay through its authenticated link, as a
     HEALTHCHECK does on Linux; a forward whose pipe does not exist is unhealthy, in plain
     words."""
-    c = Chain()
-    try:
-        spec = "host:tcp:%s:%d=npipe:%s,auth=token,token-file=%s" % (HOST_IP, c.port, c.pipe, winpath(c.win_token))
-        rc, out, err = wine_run(["check", "-F", spec])
-        assert rc == 0 and "host: OK" in out, (rc, out, err)
-        rc, out, err = wine_run(["check", "-F", "bad:tcp:%s:%d=npipe:%s-missing,auth=token,token-file=%s"
-                                 % (HOST_IP, c.port, c.pipe, winpath(c.win_token))])
-        assert rc == 1 and "bad: FAIL connect npipe:%s-missing: No such file or directory — no such pipe: is the " \
-            "service running" % c.pipe in out, (rc, out, err)
-    finally:
-        c.close()
+    c = Chain(sc)
+    spec = "host:tcp:%s:%d=npipe:%s,auth=token,token-file=%s" % (HOST_IP, c.port, c.pipe, winpath(c.win_token))
+    rc, out, err = wine_run(["check", "-F", spec])
+    assert rc == 0 and "host: OK" in out, (rc, out, err)
+    rc, out, err = wine_run(["check", "-F", "bad:tcp:%s:%d=npipe:%s-missing,auth=token,token-file=%s"
+                             % (HOST_IP, c.port, c.pipe, winpath(c.win_token))])
+    assert rc == 1 and "bad: FAIL connect npipe:%s-missing: No such file or directory — no such pipe: is the " \
+        "service running" % c.pipe in out, (rc, out, err)
 
 
-def test_wrong_token_refused_in_plain_words_on_both_sides():
-    d = tmpdir()
-    try:
-        other = os.path.join(d, "other.token")
-        rc, _, err = run_sockferry(["keygen", "-o", other])
-        assert rc == 0, err
-        c = Chain(cont_token=other)
-        try:
-            code = r'''
+def test_wrong_token_refused_in_plain_words_on_both_sides(sc):
+    d = sc.tmpdir()
+    other = os.path.join(d, "other.token")
+    rc, _, err = run_sockferry(["keygen", "-o", other])
+    assert rc == 0, err
+    c = Chain(sc, cont_token=other)
+    code = r'''
 import socket, sys
 s = socket.socket(socket.AF_UNIX); s.settimeout(30); s.connect(sys.argv[1])
 try:
@@ -242,14 +209,10 @@ try:
 except OSError as e:
     print("error", e)
 '''
-            rc, out, err = in_ns_python(code, c.sock)
-            assert rc == 0 and out.strip() in ("b''", ) or out.startswith("error"), (rc, out, err)
-            wait_for(lambda: "auth rejected" in c.cont.text(), what="auth rejected in the Linux relay's log")
-            wait_for(lambda: "auth rejected" in c.win.text(), what="auth rejected in sockferry.exe's log")
-        finally:
-            c.close()
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
+    rc, out, err = in_ns_python(code, c.sock)
+    assert rc == 0 and out.strip() in ("b''", ) or out.startswith("error"), (rc, out, err)
+    wait_for(lambda: "auth rejected" in c.cont.text(), what="auth rejected in the Linux relay's log")
+    wait_for(lambda: "auth rejected" in c.win.text(), what="auth rejected in sockferry.exe's log")
 
 
 def stats(c):
@@ -274,20 +237,17 @@ def settled(c):
     return stats(c)[0]
 
 
-def test_a_thousand_sequential_connections_leave_no_handle_behind():
-    c = Chain()
-    try:
-        # The Windows relay under test gets a control pipe: stats reports its handle count.
-        c.win.stop()
-        c.relays.remove(c.win)
-        c.control = c.pipe + "-control"
-        conf = os.path.join(c.d, "win.conf")
-        with open(conf, "w") as f:
-            f.write("[sockferry]\ncontrol = npipe:%s\n[host]\nlisten = tcp:%s:%d\nconnect = npipe:%s\n"
-                    "auth = token\ntoken-file = %s\n" % (c.control, HOST_IP, c.port, c.pipe, winpath(c.win_token)))
-        c.win = WinRelay(["relay", "-c", winpath(conf)], listening=1)
-        c.relays.append(c.win)
-        code = r'''
+def test_a_thousand_sequential_connections_leave_no_handle_behind(sc):
+    c = Chain(sc)
+    # The Windows relay under test gets a control pipe: stats reports its handle count.
+    c.win.stop()
+    c.control = c.pipe + "-control"
+    conf = os.path.join(c.d, "win.conf")
+    with open(conf, "w") as f:
+        f.write("[sockferry]\ncontrol = npipe:%s\n[host]\nlisten = tcp:%s:%d\nconnect = npipe:%s\n"
+                "auth = token\ntoken-file = %s\n" % (c.control, HOST_IP, c.port, c.pipe, winpath(c.win_token)))
+    c.win = sc.enter_context(WinRelay(["relay", "-c", winpath(conf)], listening=1))
+    code = r'''
 import socket, sys
 n = int(sys.argv[2])
 for i in range(n):
@@ -303,17 +263,15 @@ for i in range(n):
     s.close()
 print("ok")
 '''
-        rc, out, err = in_ns_python(code, c.sock, "50")
-        assert rc == 0 and out.strip() == "ok", (rc, out, err)
-        before = settled(c)
-        rc, out, err = in_ns_python(code, c.sock, "1000", timeout=600)
-        assert rc == 0 and out.strip() == "ok", (rc, out, err)
-        after = settled(c)
-        # A leaked socket, pipe or event per connection would show as 1 000 more.
-        assert before > 0 and after - before <= 4, (before, after)
-        print("# sockferry.exe: %d handles after 50 connections, %d after 1 050" % (before, after), flush=True)
-    finally:
-        c.close()
+    rc, out, err = in_ns_python(code, c.sock, "50")
+    assert rc == 0 and out.strip() == "ok", (rc, out, err)
+    before = settled(c)
+    rc, out, err = in_ns_python(code, c.sock, "1000", timeout=600)
+    assert rc == 0 and out.strip() == "ok", (rc, out, err)
+    after = settled(c)
+    # A leaked socket, pipe or event per connection would show as 1 000 more.
+    assert before > 0 and after - before <= 4, (before, after)
+    print("# sockferry.exe: %d handles after 50 connections, %d after 1 050" % (before, after), flush=True)
 
 
 BURST = r'''
@@ -337,43 +295,33 @@ print(len(ok), all(ok))
 '''
 
 
-def test_a_burst_of_clients_on_the_pipe_listener():
+def test_a_burst_of_clients_on_the_pipe_listener(sc):
     """64 clients at once: sockferry.exe dials its own pipe listener (16 instances pending,
     libuv makes the next as each is taken) 64 times in a burst; a dial that finds every
     instance taken retries within connect-timeout, so none is refused."""
-    c = Chain()
-    try:
-        rc, out, err = in_ns_python(BURST, c.sock, "64")
-        assert rc == 0 and out.split() == ["64", "True"], (rc, out, err, c.win.text()[-2000:])
-        assert "upstream unavailable" not in c.win.text() + c.cont.text()
-    finally:
-        c.close()
+    c = Chain(sc)
+    rc, out, err = in_ns_python(BURST, c.sock, "64")
+    assert rc == 0 and out.split() == ["64", "True"], (rc, out, err, c.win.text()[-2000:])
+    assert "upstream unavailable" not in c.win.text() + c.cont.text()
 
 
 class HeldPipe:
     """npipe-service hold: a pipe of ONE instance that a Windows client holds for seconds, so
-    that every other client gets ERROR_PIPE_BUSY; it serves the next ones afterwards."""
+    that every other client gets ERROR_PIPE_BUSY; it serves the next ones afterwards. Both
+    processes end with the scene sc."""
 
-    def __init__(self, seconds):
+    def __init__(self, sc, seconds):
         self.name = "sf-wine-held-%d-%d" % (os.getpid(), int(time.monotonic() * 1000) % 100000)
         env = dict(os.environ, WINEDEBUG="-all")
-        self.svc = subprocess.Popen([WINE, NPIPE_SERVICE, "hold", self.name, str(seconds)], stdout=subprocess.PIPE,
-                                    stdin=subprocess.DEVNULL, env=env)
+        self.svc = sc.popen([WINE, NPIPE_SERVICE, "hold", self.name, str(seconds)], stdout=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, env=env)
         assert b"ready" in self.svc.stdout.readline(), "npipe-service hold did not start"
-        self.holder = subprocess.Popen([WINE, NPIPE_SERVICE, "client", self.name], stdin=subprocess.PIPE,
-                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        self.holder = sc.popen([WINE, NPIPE_SERVICE, "client", self.name], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
         self.holder.stdin.write(b"holder")
         self.holder.stdin.close()
         assert b"holding" in self.svc.stdout.readline(), "the holder did not connect"
         self.since = time.monotonic()
-
-    def close(self):
-        for p in (self.holder, self.svc):
-            if p.poll() is None:
-                p.kill()
-            p.wait()
-            p.stdout.close()
-        self.holder.stderr.close()
 
 
 ASK = r'''
@@ -393,77 +341,58 @@ print(repr(r), round(time.monotonic() - start, 1))
 '''
 
 
-def test_busy_pipe_is_waited_for_within_connect_timeout():
+def test_busy_pipe_is_waited_for_within_connect_timeout(sc):
     if not NPIPE_SERVICE:
         raise Skip("SF_NPIPE_SERVICE (tests/windows/npipe-service.exe) is not set")
-    held = HeldPipe(6)
-    try:
-        c = Chain(upstream="npipe:" + held.name, win_extra=",connect-timeout=20s")
-        try:
-            rc, out, err = in_ns_python(ASK, c.sock)
-            words = out.split()
-            # Answered once the holder let go: the relay retried the busy pipe meanwhile.
-            assert rc == 0 and words[0] == "b'busy?'", (rc, out, err, c.win.text())
-            assert time.monotonic() - held.since >= 5, (out, held.since)
-            assert "upstream unavailable" not in c.win.text(), c.win.text()
-        finally:
-            c.close()
-    finally:
-        held.close()
-    held = HeldPipe(8)
-    try:
-        c = Chain(upstream="npipe:" + held.name, win_extra=",connect-timeout=1s")
-        try:
-            rc, out, err = in_ns_python(ASK, c.sock)
-            assert rc == 0 and out.split()[0] == "b''", (rc, out, err)
-            wait_for(lambda: "every instance of the pipe stayed busy" in c.win.text(), what="the busy pipe's words")
-            assert "timed out after 1000ms" in c.win.text(), c.win.text()
-            wait_for(lambda: "upstream unavailable" in c.cont.text(), what="upstream unavailable in the Linux log")
-        finally:
-            c.close()
-    finally:
-        held.close()
+    with Scene() as waited:
+        held = HeldPipe(waited, 6)
+        c = Chain(waited, upstream="npipe:" + held.name, win_extra=",connect-timeout=20s")
+        rc, out, err = in_ns_python(ASK, c.sock)
+        words = out.split()
+        # Answered once the holder let go: the relay retried the busy pipe meanwhile.
+        assert rc == 0 and words[0] == "b'busy?'", (rc, out, err, c.win.text())
+        assert time.monotonic() - held.since >= 5, (out, held.since)
+        assert "upstream unavailable" not in c.win.text(), c.win.text()
+    with Scene() as timed_out:
+        held = HeldPipe(timed_out, 8)
+        c = Chain(timed_out, upstream="npipe:" + held.name, win_extra=",connect-timeout=1s")
+        rc, out, err = in_ns_python(ASK, c.sock)
+        assert rc == 0 and out.split()[0] == "b''", (rc, out, err)
+        wait_for(lambda: "every instance of the pipe stayed busy" in c.win.text(), what="the busy pipe's words")
+        assert "timed out after 1000ms" in c.win.text(), c.win.text()
+        wait_for(lambda: "upstream unavailable" in c.cont.text(), what="upstream unavailable in the Linux log")
 
 
-def test_config_errors_name_windows():
-    d = tmpdir()
-    try:
-        for args, words in (
-                (["relay", "-t", "-F", "a:unix:/run/a.sock=tcp:127.0.0.1:1"], "unix sockets are not supported on Windows"),
-                (["relay", "-t", "-F", "a:tcp:127.0.0.1:1=vsock:host:1"], "vsock is Linux's"),
-                (["relay", "-t", "-F", "a:npipe:x=tcp:127.0.0.1:1,group=users"], "not supported on Windows"),
-                (["relay", "-t", "-F", "a:npipe:\\\\server\\pipe\\x=tcp:127.0.0.1:1"], "only pipes on this machine"),
-                (["relay", "-t", "-F", "a:tcp:0.0.0.0:1=npipe:x"], "accepts connections from the network without "
-                 "authentication"),
-                (["relay", "-t", "-F", "a:tcp:127.0.0.1:1=npipe:x,auth=token,token-file=tok"], "is not an absolute path, "
-                 "expected an absolute path such as C:\\Users\\NAME\\AppData\\Roaming\\sockferry\\token")):
-            rc, out, err = wine_run(args)
-            assert rc == 78 and words in err, (args, rc, err)
-        rc, out, err = wine_run(["relay", "-t", "-F", "a:npipe:x=tcp:127.0.0.1:1"])
-        assert rc == 0, (rc, err)
-        rc, out, err = wine_run(["probe", "/run/x.sock"])
-        assert rc == 64 and "not built on Windows" in err, (rc, err)
-        rc, out, err = wine_run(["run", "--", "true"])
-        assert rc == 64, (rc, err)
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
+def test_config_errors_name_windows(sc):
+    for args, words in (
+            (["relay", "-t", "-F", "a:unix:/run/a.sock=tcp:127.0.0.1:1"], "unix sockets are not supported on Windows"),
+            (["relay", "-t", "-F", "a:tcp:127.0.0.1:1=vsock:host:1"], "vsock is Linux's"),
+            (["relay", "-t", "-F", "a:npipe:x=tcp:127.0.0.1:1,group=users"], "not supported on Windows"),
+            (["relay", "-t", "-F", "a:npipe:\\\\server\\pipe\\x=tcp:127.0.0.1:1"], "only pipes on this machine"),
+            (["relay", "-t", "-F", "a:tcp:0.0.0.0:1=npipe:x"], "accepts connections from the network without "
+             "authentication"),
+            (["relay", "-t", "-F", "a:tcp:127.0.0.1:1=npipe:x,auth=token,token-file=tok"], "is not an absolute path, "
+             "expected an absolute path such as C:\\Users\\NAME\\AppData\\Roaming\\sockferry\\token")):
+        rc, out, err = wine_run(args)
+        assert rc == 78 and words in err, (args, rc, err)
+    rc, out, err = wine_run(["relay", "-t", "-F", "a:npipe:x=tcp:127.0.0.1:1"])
+    assert rc == 0, (rc, err)
+    rc, out, err = wine_run(["probe", "/run/x.sock"])
+    assert rc == 64 and "not built on Windows" in err, (rc, err)
+    rc, out, err = wine_run(["run", "--", "true"])
+    assert rc == 64, (rc, err)
 
 
 if __name__ == "__main__":
     if not EXE or not os.path.exists(EXE):
-        print("1..0 # SKIP SF_EXE (sockferry.exe) is not set")
-        sys.exit(0)
-    try:
-        netns_up()
-        sys.exit(Tap([
-            test_config_errors_name_windows,
-            test_data_both_ways_through_a_named_pipe,
-            test_half_close_keeps_the_late_answer_and_its_end,
-            test_wrong_token_refused_in_plain_words_on_both_sides,
-            test_check_on_windows,
-            test_a_thousand_sequential_connections_leave_no_handle_behind,
-            test_busy_pipe_is_waited_for_within_connect_timeout,
-            test_a_burst_of_clients_on_the_pipe_listener,
-        ]).run())
-    finally:
-        netns_down()
+        sftap.skip_all("SF_EXE (sockferry.exe) is not set")
+    sftap.main([
+        test_config_errors_name_windows,
+        test_data_both_ways_through_a_named_pipe,
+        test_half_close_keeps_the_late_answer_and_its_end,
+        test_wrong_token_refused_in_plain_words_on_both_sides,
+        test_check_on_windows,
+        test_a_thousand_sequential_connections_leave_no_handle_behind,
+        test_busy_pipe_is_waited_for_within_connect_timeout,
+        test_a_burst_of_clients_on_the_pipe_listener,
+    ], fixture=Scene, setup=lambda: netns(NS, HOST_IF, CONT_IF, HOST_IP, CONT_IP))

@@ -384,11 +384,11 @@ int main(void) {
            "a name that is not valid maps to ENOENT, as libuv maps it");
         ok(sf_win_errno(ERROR_SHARING_VIOLATION) == EBUSY && sf_win_errno(ERROR_LOCK_VIOLATION) == EBUSY,
            "a sharing or lock violation maps to EBUSY, as libuv maps it");
-        snprintf(other, sizeof other, "%s\bad<name", root);
+        snprintf(other, sizeof other, "%s\\bad<name", root);
         logged[0] = '\0';
         r = sf_tokenfile_read(other, NULL, buf, sizeof buf, &n);
         ok(r == -ENOENT, "a token path with a character Windows does not allow is refused as not found");
-        snprintf(other, sizeof other, "%s\held", root);
+        snprintf(other, sizeof other, "%s\\held", root);
         r = sf_tokenfile_write(other, hex, strlen(hex), false);
         HANDLE held = r == 0 ? CreateFileW(wide(other), GENERIC_READ, 0, NULL, OPEN_EXISTING, 0, NULL)
                              : INVALID_HANDLE_VALUE;

@@ -1,0 +1,846 @@
+#include "relay/link/link.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sodium.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "conf/log.h"
+#include "relay/engine/bufpool.h"
+#include "relay/link/messages.h"
+#include "relay/sys/platform.h"
+
+/* Reads of the link land here before the mux takes them. */
+#define READ_BUF (64 * 1024)
+/* One write at a time, of at most this much: the mux frames the next bytes only once the
+ * last ones were taken, so what waits to go out stays in the streams' own buffers, bounded. */
+#define WRITE_BUF (256 * 1024)
+#define BACKOFF_MIN_MS 100
+#define BACKOFF_MAX_MS 5000
+/* A ping unanswered for this many keepalive periods ends the link. */
+#define PINGS_MISSED_MAX 2
+
+enum phase { PH_NONE, PH_RESOLVE, PH_CONNECT, PH_HELLO, PH_STATUS, PH_MUX };
+
+/* What the link runs over: one stream (a socket) or two (an exec's pipes), each allocated
+ * with malloc and freed in its close callback. */
+struct transport {
+        uv_stream_t *rd, *wr; /* wr == rd for a socket */
+        struct sf_link *l;
+        unsigned closing; /* handles whose close callback is due */
+};
+
+struct sf_link {
+        uv_loop_t *loop;
+        struct sf_bufpool *pool;
+        struct sf_engine *eng;
+        const struct sf_link_params *p;
+        const struct sf_link_ops *ops;
+        void *owner;
+        bool dialer; /* dials its endpoint, and again when the link drops */
+        enum sf_mux_role role;
+
+        enum sf_link_state state;
+        time_t since;
+        char cause[256];
+        bool closing;
+        unsigned handles; /* libuv handles not closed yet: the memory waits for them */
+        uv_timer_t timer; /* the dial and handshake deadline, the backoff, the keepalive */
+        uint64_t backoff_ms;
+
+        struct transport *t;
+        enum phase phase;
+        uv_getaddrinfo_t gai;
+        bool gai_pending;
+        struct addrinfo *ai_list, *ai_next;
+        uv_connect_t connect_req;
+        uv_poll_t *vsock_poll;
+        int vsock_fd;
+        int last_err;
+
+        uint8_t hs[SF_HS_STATUS_MAX];
+        size_t hs_len;
+        uint8_t snonce[SF_HS_NONCE_LEN], cnonce[SF_HS_NONCE_LEN];
+        uint8_t frame[SF_HS_CLIENT_LEN];
+        uv_write_t frame_req;
+
+        struct sf_mux *mux;
+        char *in;
+        uint8_t *out;
+        uv_write_t write_req;
+        bool writing;
+        bool flush_due;
+        uv_idle_t flush;
+
+        uint64_t ping_sent_ms;
+        unsigned pings_missed;
+        uint64_t rtt_us;
+        bool was_up;
+        uint64_t reconnects;
+        uint64_t bytes_in, bytes_out;
+        uint64_t streams_total_before; /* of the links before this one */
+};
+
+static void link_down(struct sf_link *l, const char *cause);
+static void dial(struct sf_link *l);
+static void flush(struct sf_link *l);
+static void vsock_poll_drop(struct sf_link *l);
+
+/* ---- lifetime ---------------------------------------------------------------------------- */
+
+static void set_state(struct sf_link *l, enum sf_link_state st, const char *cause) {
+        bool changed = l->state != st;
+        l->state = st;
+        if (changed)
+                l->since = time(NULL);
+        snprintf(l->cause, sizeof l->cause, "%s", st == SF_LINK_UP ? "" : cause ? cause : "");
+        if (changed && l->ops->state_changed)
+                l->ops->state_changed(l->owner, l);
+}
+
+static void maybe_free(struct sf_link *l) {
+        if (l->closing && l->handles == 0) {
+                sf_bufpool_put(l->pool, l->out);
+                free(l->in);
+                free(l);
+        }
+}
+
+static void on_handle_closed(uv_handle_t *h) {
+        struct sf_link *l = h->data;
+        l->handles--;
+        maybe_free(l);
+}
+
+static void on_transport_closed(uv_handle_t *h) {
+        struct transport *t = h->data;
+        free(h);
+        if (--t->closing == 0) {
+                struct sf_link *l = t->l;
+                free(t);
+                l->handles--;
+                maybe_free(l);
+        }
+}
+
+static struct transport *transport_new(struct sf_link *l, uv_stream_t *rd, uv_stream_t *wr) {
+        struct transport *t = calloc(1, sizeof *t);
+        if (!t)
+                return NULL;
+        t->rd = rd;
+        t->wr = wr;
+        t->l = l;
+        rd->data = wr->data = t;
+        return t;
+}
+
+/* Closes the transport, whatever state it is in; a write still queued fails with ECANCELED. */
+static void transport_drop(struct sf_link *l) {
+        struct transport *t = l->t;
+        if (!t)
+                return;
+        l->t = NULL;
+        l->writing = false;
+        l->handles++;
+        t->closing = t->wr != t->rd ? 2 : 1;
+        uv_close((uv_handle_t *)t->rd, on_transport_closed);
+        if (t->wr != t->rd)
+                uv_close((uv_handle_t *)t->wr, on_transport_closed);
+}
+
+static uv_stream_t *rd_of(struct sf_link *l) {
+        return l->t->rd;
+}
+
+static uv_stream_t *wr_of(struct sf_link *l) {
+        return l->t->wr;
+}
+
+static void mux_end(struct sf_link *l, const char *cause) {
+        if (!l->mux)
+                return;
+        l->streams_total_before += sf_mux_streams_total(l->mux);
+        char why[320];
+        snprintf(why, sizeof why, "the link to %s went down: %s", l->p->name, cause);
+        struct sf_mux *m = l->mux;
+        l->mux = NULL;
+        sf_mux_free(m, why);
+}
+
+void sf_link_close(struct sf_link *l) {
+        if (!l || l->closing)
+                return;
+        mux_end(l, "the relay closed it");
+        l->closing = true;
+        l->state = SF_LINK_CLOSED;
+        if (l->gai_pending)
+                uv_cancel((uv_req_t *)&l->gai);
+        if (l->ai_list) {
+                uv_freeaddrinfo(l->ai_list);
+                l->ai_list = l->ai_next = NULL;
+        }
+        transport_drop(l);
+        vsock_poll_drop(l);
+        uv_close((uv_handle_t *)&l->timer, on_handle_closed);
+        uv_close((uv_handle_t *)&l->flush, on_handle_closed);
+        maybe_free(l);
+}
+
+static struct sf_link *link_alloc(uv_loop_t *loop, struct sf_bufpool *pool, const struct sf_link_params *p,
+                                  const struct sf_link_ops *ops, void *owner) {
+        struct sf_link *l = calloc(1, sizeof *l);
+        if (!l)
+                return NULL;
+        l->vsock_fd = -1;
+        l->in = malloc(READ_BUF);
+        l->out = sf_bufpool_get(pool);
+        if (!l->in || !l->out) {
+                free(l->in);
+                sf_bufpool_put(pool, l->out);
+                free(l);
+                return NULL;
+        }
+        l->loop = loop;
+        l->pool = pool;
+        l->p = p;
+        l->ops = ops;
+        l->owner = owner;
+        l->since = time(NULL);
+        uv_timer_init(loop, &l->timer);
+        uv_idle_init(loop, &l->flush);
+        l->timer.data = l->flush.data = l;
+        l->handles = 2;
+        return l;
+}
+
+/* ---- the mux over the transport ------------------------------------------------------------ */
+
+static void on_flush_idle(uv_idle_t *h) {
+        struct sf_link *l = h->data;
+        uv_idle_stop(&l->flush);
+        l->flush_due = false;
+        flush(l);
+}
+
+/* The mux has bytes: written at the end of this turn, so that one write carries every stream's. */
+static void mux_want_output(void *owner) {
+        struct sf_link *l = owner;
+        if (l->flush_due || l->writing || !l->t)
+                return;
+        l->flush_due = true;
+        uv_idle_start(&l->flush, on_flush_idle);
+}
+
+static void on_written(uv_write_t *req, int status) {
+        struct sf_link *l = req->data;
+        if (l->closing || !l->t || req->handle != wr_of(l))
+                return;
+        l->writing = false;
+        if (status < 0) {
+                char why[200];
+                snprintf(why, sizeof why, "writing to it: %s", uv_strerror(status));
+                link_down(l, why);
+                return;
+        }
+        flush(l);
+}
+
+static void flush(struct sf_link *l) {
+        if (!l->mux || !l->t || l->writing || l->closing)
+                return;
+        char why[200];
+        ssize_t n = sf_mux_output(l->mux, l->out, SF_BUF_SIZE < WRITE_BUF ? SF_BUF_SIZE : WRITE_BUF, why, sizeof why);
+        if (n < 0) {
+                link_down(l, why);
+                return;
+        }
+        if (n == 0)
+                return;
+        l->bytes_out += (uint64_t)n;
+        uv_buf_t b = uv_buf_init((char *)l->out, (unsigned)n);
+        l->write_req.data = l;
+        int r = uv_write(&l->write_req, wr_of(l), &b, 1, on_written);
+        if (r < 0) {
+                snprintf(why, sizeof why, "writing to it: %s", uv_strerror(r));
+                link_down(l, why);
+                return;
+        }
+        l->writing = true;
+}
+
+static void mux_stream_new(void *owner, struct sf_mux_stream *s, const char *service, bool probe) {
+        struct sf_link *l = owner;
+        if (l->ops->stream_new) {
+                l->ops->stream_new(l->owner, l, s, service, probe);
+                return;
+        }
+        sf_mux_stream_refuse(s, SF_MUX_UNKNOWN_SERVICE, "this end opens no streams for its peer");
+        sf_mux_stream_close(s);
+}
+
+static void keepalive_arm(struct sf_link *l);
+
+static void mux_pong(void *owner, uint64_t sent) {
+        struct sf_link *l = owner;
+        uint64_t now = uv_now(l->loop);
+        l->rtt_us = now >= sent ? (now - sent) * 1000 : 0;
+        l->pings_missed = 0;
+}
+
+static const struct sf_mux_ops mux_ops = {
+        .stream_new = mux_stream_new,
+        .want_output = mux_want_output,
+        .pong = mux_pong,
+};
+
+static void on_keepalive(uv_timer_t *t) {
+        struct sf_link *l = t->data;
+        if (!l->mux)
+                return;
+        if (l->ping_sent_ms && ++l->pings_missed >= PINGS_MISSED_MAX) {
+                char why[160];
+                snprintf(why, sizeof why, "no answer to %u pings in %llums (keepalive)", l->pings_missed,
+                         (unsigned long long)(l->pings_missed * l->p->keepalive_ms));
+                link_down(l, why);
+                return;
+        }
+        l->ping_sent_ms = uv_now(l->loop);
+        sf_mux_ping(l->mux, l->ping_sent_ms);
+        keepalive_arm(l);
+}
+
+static void keepalive_arm(struct sf_link *l) {
+        if (l->p->keepalive_ms)
+                uv_timer_start(&l->timer, on_keepalive, l->p->keepalive_ms, 0);
+        else
+                uv_timer_stop(&l->timer);
+}
+
+static void mux_input(struct sf_link *l, const uint8_t *data, size_t n) {
+        char why[200];
+        if (sf_mux_input(l->mux, data, n, why, sizeof why) < 0) {
+                char msg[260];
+                snprintf(msg, sizeof msg, "it broke the protocol: %s", why);
+                link_down(l, msg);
+                return;
+        }
+        if (l->state == SF_LINK_CONNECTING && sf_mux_ready(l->mux)) {
+                l->backoff_ms = 0;
+                if (l->was_up)
+                        l->reconnects++;
+                l->was_up = true;
+                sf_log(SF_LOG_INFO, NULL, 0, "link to %s up", l->p->name);
+                set_state(l, SF_LINK_UP, NULL);
+        }
+}
+
+static int mux_start(struct sf_link *l) {
+        int r = sf_mux_new(l->role, &l->p->mux, &mux_ops, l, l->pool, &l->mux);
+        if (r < 0)
+                return r;
+        l->phase = PH_MUX;
+        l->pings_missed = 0;
+        l->ping_sent_ms = 0;
+        keepalive_arm(l);
+        mux_want_output(l);
+        return 0;
+}
+
+/* ---- reading ----------------------------------------------------------------------------- */
+
+static void handshake_input(struct sf_link *l, const uint8_t *data, size_t n);
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+        (void)suggested;
+        struct transport *t = h->data;
+        struct sf_link *l = t->l;
+        *buf = uv_buf_init(l->in, READ_BUF);
+}
+
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
+        struct transport *t = s->data;
+        struct sf_link *l = t->l;
+        if (!l || l->t != t || l->closing)
+                return;
+        if (n == 0 || n == UV_ENOBUFS)
+                return;
+        if (n < 0) {
+                char why[200];
+                if (n == UV_EOF)
+                        snprintf(why, sizeof why, "%s", l->phase == PH_MUX ? "the peer closed it" : "the peer closed the connection");
+                else
+                        snprintf(why, sizeof why, "reading from it: %s", uv_strerror((int)n));
+                if (l->phase == PH_HELLO || l->phase == PH_STATUS) {
+                        char msg[300];
+                        if (l->phase == PH_HELLO)
+                                sf_link_hello_eof(l->hs_len, l->p->name, msg, sizeof msg);
+                        else
+                                sf_link_status_eof(l->p->name, msg, sizeof msg);
+                        link_down(l, msg);
+                        return;
+                }
+                link_down(l, why);
+                return;
+        }
+        l->bytes_in += (uint64_t)n;
+        if (l->phase == PH_MUX)
+                mux_input(l, (const uint8_t *)buf->base, (size_t)n);
+        else
+                handshake_input(l, (const uint8_t *)buf->base, (size_t)n);
+}
+
+static int read_start(struct sf_link *l) {
+        return uv_read_start(rd_of(l), on_alloc, on_read);
+}
+
+/* ---- the client's handshake ---------------------------------------------------------------- */
+
+static void on_hs_timeout(uv_timer_t *t) {
+        struct sf_link *l = t->data;
+        char msg[300];
+        if (l->phase == PH_HELLO)
+                sf_link_hello_timeout(l->p->handshake_timeout_ms, l->p->name, msg, sizeof msg);
+        else
+                sf_link_status_timeout(l->p->name, msg, sizeof msg);
+        link_down(l, msg);
+}
+
+static void on_frame_written(uv_write_t *req, int status) {
+        struct sf_link *l = req->data;
+        if (status < 0 && !l->closing && l->t && req->handle == wr_of(l)) {
+                char why[200];
+                snprintf(why, sizeof why, "sending the client frame: %s", uv_strerror(status));
+                link_down(l, why);
+        }
+}
+
+static void handshake_input(struct sf_link *l, const uint8_t *data, size_t n) {
+        while (n > 0 && !l->closing && l->t) {
+                size_t want = l->phase == PH_HELLO ? SF_HS_HELLO_LEN
+                              : l->hs_len < 2      ? 2
+                                                   : sf_hs_status_frame_len(l->hs, l->hs_len);
+                size_t k = want - l->hs_len < n ? want - l->hs_len : n;
+                memcpy(l->hs + l->hs_len, data, k);
+                l->hs_len += k;
+                data += k;
+                n -= k;
+                char msg[400];
+                if (l->phase == PH_HELLO) {
+                        size_t cmp = l->hs_len < SF_HS_MAGIC_LEN ? l->hs_len : SF_HS_MAGIC_LEN;
+                        if (memcmp(l->hs, SF_HS_MAGIC, cmp) != 0) {
+                                sf_link_wrong_peer(l->hs, l->hs_len, l->p->name, msg, sizeof msg);
+                                link_down(l, msg);
+                                return;
+                        }
+                        if (l->hs_len < SF_HS_HELLO_LEN)
+                                continue;
+                        uint8_t version = 0;
+                        int r = sf_hs_hello_parse(l->hs, l->snonce, &version);
+                        if (r == -EPROTONOSUPPORT) {
+                                sf_link_version_mismatch(version, l->p->name, msg, sizeof msg);
+                                link_down(l, msg);
+                                return;
+                        }
+                        if (r < 0) {
+                                sf_link_wrong_peer(l->hs, l->hs_len, l->p->name, msg, sizeof msg);
+                                link_down(l, msg);
+                                return;
+                        }
+                        sf_hs_nonce_new(l->cnonce);
+                        sf_hs_client_build(l->frame, l->p->key, l->snonce, l->cnonce, SF_HS_FLAG_LINK);
+                        uv_buf_t b = uv_buf_init((char *)l->frame, sizeof l->frame);
+                        l->frame_req.data = l;
+                        if (uv_write(&l->frame_req, wr_of(l), &b, 1, on_frame_written) < 0) {
+                                link_down(l, "sending the client frame failed");
+                                return;
+                        }
+                        l->phase = PH_STATUS;
+                        l->hs_len = 0;
+                        /* The host relay answers at once: nothing to dial for a link. */
+                        uv_timer_start(&l->timer, on_hs_timeout, l->p->handshake_timeout_ms, 0);
+                        continue;
+                }
+                if (l->hs_len < 2 || l->hs_len < sf_hs_status_frame_len(l->hs, l->hs_len))
+                        continue;
+                enum sf_hs_status st;
+                char reason[SF_HS_REASON_MAX + 1];
+                int r = sf_hs_status_parse(l->hs, l->hs_len, l->p->key, l->snonce, l->cnonce, &st, reason);
+                if (r == 0 && st == SF_HS_BAD_FRAME) {
+                        /* It verified our frame but not the LINK flag: a relay from before links. */
+                        uv_timer_stop(&l->timer);
+                        transport_drop(l);
+                        l->phase = PH_NONE;
+                        sf_log(SF_LOG_INFO, NULL, 0,
+                               "link to %s: the host relay does not offer a shared link (an older sockferry): "
+                               "one connection per client instead",
+                               l->p->name);
+                        set_state(l, SF_LINK_OLD_PEER, "the host relay does not offer a shared link");
+                        return;
+                }
+                if (sf_link_status_explain(r, st, reason, l->p->name, l->p->token_file, msg, sizeof msg) != SF_LINK_OK) {
+                        link_down(l, msg);
+                        return;
+                }
+                uv_timer_stop(&l->timer);
+                if (mux_start(l) < 0) {
+                        link_down(l, "out of memory");
+                        return;
+                }
+                if (n > 0)
+                        mux_input(l, data, n);
+                return;
+        }
+}
+
+/* ---- dialing ----------------------------------------------------------------------------- */
+
+static void connected(struct sf_link *l) {
+        if (l->ai_list) {
+                uv_freeaddrinfo(l->ai_list);
+                l->ai_list = l->ai_next = NULL;
+        }
+        if (l->t->rd->type == UV_TCP)
+                uv_tcp_nodelay((uv_tcp_t *)l->t->rd, 1);
+        l->phase = l->p->key ? PH_HELLO : PH_MUX;
+        l->hs_len = 0;
+        if (read_start(l) < 0) {
+                link_down(l, "reading from it failed");
+                return;
+        }
+        if (l->p->key) {
+                uv_timer_start(&l->timer, on_hs_timeout, l->p->handshake_timeout_ms, 0);
+                return;
+        }
+        uv_timer_stop(&l->timer);
+        if (mux_start(l) < 0)
+                link_down(l, "out of memory");
+}
+
+static void try_next_addr(struct sf_link *l);
+
+static void on_connect(uv_connect_t *req, int status) {
+        struct sf_link *l = req->data;
+        if (l->closing || !l->t || req->handle != rd_of(l))
+                return;
+        if (status == UV_ECANCELED)
+                return;
+        if (status < 0) {
+                l->last_err = sf_errno_uv(status);
+                /* This address failed: the next one gets a fresh handle. */
+                transport_drop(l);
+                try_next_addr(l);
+                return;
+        }
+        connected(l);
+}
+
+static void try_next_addr(struct sf_link *l) {
+        while (l->ai_next) {
+                struct addrinfo *ai = l->ai_next;
+                l->ai_next = ai->ai_next;
+                uv_tcp_t *tcp = malloc(sizeof *tcp);
+                if (tcp)
+                        uv_tcp_init(l->loop, tcp);
+                if (!tcp || !(l->t = transport_new(l, (uv_stream_t *)tcp, (uv_stream_t *)tcp))) {
+                        if (tcp)
+                                uv_close((uv_handle_t *)tcp, (uv_close_cb)free);
+                        link_down(l, "out of memory");
+                        return;
+                }
+                l->connect_req.data = l;
+                int r = uv_tcp_connect(&l->connect_req, tcp, ai->ai_addr, on_connect);
+                if (r == 0)
+                        return;
+                l->last_err = sf_errno_uv(r);
+                transport_drop(l);
+        }
+        char cause[240];
+        sf_link_connect_cause(l->p->ep, l->last_err ? l->last_err : EHOSTUNREACH, cause, sizeof cause);
+        char msg[300];
+        snprintf(msg, sizeof msg, "connect %s: %s", l->p->name, cause);
+        link_down(l, msg);
+}
+
+static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res) {
+        struct sf_link *l = req->data;
+        l->gai_pending = false;
+        if (l->closing || status == UV_ECANCELED) {
+                uv_freeaddrinfo(res);
+                return;
+        }
+        if (status < 0) {
+                char cause[240], msg[300];
+                sf_link_resolve_cause(l->p->ep, uv_strerror(status), cause, sizeof cause);
+                snprintf(msg, sizeof msg, "connect %s: %s", l->p->name, cause);
+                uv_freeaddrinfo(res);
+                link_down(l, msg);
+                return;
+        }
+        l->ai_list = l->ai_next = res;
+        l->last_err = 0;
+        try_next_addr(l);
+}
+
+static void on_dial_timeout(uv_timer_t *t) {
+        struct sf_link *l = t->data;
+        char cause[240], msg[300];
+        sf_link_timeout_cause(l->p->ep, l->p->connect_timeout_ms, cause, sizeof cause);
+        snprintf(msg, sizeof msg, "connect %s: %s", l->p->name, cause);
+        if (l->gai_pending)
+                uv_cancel((uv_req_t *)&l->gai);
+        if (l->vsock_poll) {
+                /* The poll's close callback must not go on with the socket. */
+                close(l->vsock_fd);
+                l->vsock_fd = -1;
+                vsock_poll_drop(l);
+        }
+        link_down(l, msg);
+}
+
+/* vsock has no libuv handle of its own: a socket connected by hand (its writability says the
+ * connect finished), then a pipe handle on it. */
+static void vsock_fail(struct sf_link *l, int e) {
+        char cause[240], msg[300];
+        sf_link_connect_cause(l->p->ep, e, cause, sizeof cause);
+        snprintf(msg, sizeof msg, "connect %s: %s", l->p->name, cause);
+        link_down(l, msg);
+}
+
+static void vsock_opened(struct sf_link *l, int fd) {
+        uv_pipe_t *pipe = malloc(sizeof *pipe);
+        if (!pipe) {
+                close(fd);
+                vsock_fail(l, ENOMEM);
+                return;
+        }
+        uv_pipe_init(l->loop, pipe, 0);
+        int r = uv_pipe_open(pipe, fd);
+        if (r < 0 || !(l->t = transport_new(l, (uv_stream_t *)pipe, (uv_stream_t *)pipe))) {
+                uv_close((uv_handle_t *)pipe, (uv_close_cb)free);
+                close(fd);
+                vsock_fail(l, r < 0 ? sf_errno_uv(r) : ENOMEM);
+                return;
+        }
+        connected(l);
+}
+
+static void on_vsock_poll_closed(uv_handle_t *h) {
+        struct sf_link *l = h->data;
+        free(h);
+        l->handles--;
+        int fd = l->vsock_fd;
+        l->vsock_fd = -1;
+        if (l->closing) {
+                if (fd >= 0)
+                        close(fd);
+                maybe_free(l);
+                return;
+        }
+        if (fd < 0)
+                return;
+        int err = 0;
+        socklen_t len = sizeof err;
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, (void *)&err, &len) < 0)
+                err = errno;
+        if (err) {
+                close(fd);
+                vsock_fail(l, err);
+                return;
+        }
+        vsock_opened(l, fd);
+}
+
+static void vsock_poll_drop(struct sf_link *l) {
+        if (!l->vsock_poll)
+                return;
+        uv_close((uv_handle_t *)l->vsock_poll, on_vsock_poll_closed);
+        l->vsock_poll = NULL;
+}
+
+static void on_vsock_writable(uv_poll_t *h, int status, int events) {
+        (void)status;
+        (void)events;
+        struct sf_link *l = h->data;
+        uv_poll_stop(h);
+        vsock_poll_drop(l);
+}
+
+static void vsock_dial(struct sf_link *l) {
+        struct sockaddr_storage ss;
+        socklen_t len;
+        int r = sf_vsock_sockaddr(l->p->ep->cid, l->p->ep->port, &ss, &len);
+        int fd = r < 0 ? r : sf_socket(ss.ss_family, SOCK_STREAM);
+        if (fd < 0) {
+                vsock_fail(l, -fd);
+                return;
+        }
+        if (connect(fd, (struct sockaddr *)&ss, len) == 0) {
+                vsock_opened(l, fd);
+                return;
+        }
+        if (errno != EINPROGRESS) {
+                r = errno;
+                close(fd);
+                vsock_fail(l, r);
+                return;
+        }
+        uv_poll_t *poll = malloc(sizeof *poll);
+        if (!poll || uv_poll_init_socket(l->loop, poll, fd) < 0) {
+                free(poll);
+                close(fd);
+                vsock_fail(l, ENOMEM);
+                return;
+        }
+        poll->data = l;
+        l->handles++;
+        l->vsock_poll = poll;
+        l->vsock_fd = fd;
+        uv_poll_start(poll, UV_WRITABLE, on_vsock_writable);
+}
+
+static void dial(struct sf_link *l) {
+        set_state(l, SF_LINK_CONNECTING, l->cause);
+        l->phase = PH_RESOLVE;
+        uv_timer_start(&l->timer, on_dial_timeout, l->p->connect_timeout_ms, 0);
+        const struct sf_endpoint *ep = l->p->ep;
+        if (ep->kind == SF_EP_VSOCK) {
+                vsock_dial(l);
+                return;
+        }
+        char port[16];
+        snprintf(port, sizeof port, "%u", ep->port);
+        struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV | AI_ADDRCONFIG };
+        l->gai.data = l;
+        int r = uv_getaddrinfo(l->loop, &l->gai, on_resolved, ep->host, port, &hints);
+        if (r < 0) {
+                char cause[240], msg[300];
+                sf_link_resolve_cause(ep, uv_strerror(r), cause, sizeof cause);
+                snprintf(msg, sizeof msg, "connect %s: %s", l->p->name, cause);
+                link_down(l, msg);
+                return;
+        }
+        l->gai_pending = true;
+}
+
+static void on_backoff(uv_timer_t *t) {
+        dial(t->data);
+}
+
+/* The link failed or dropped: its streams end with the cause; a client dials again after a
+ * jittered backoff, a server end is over. */
+static void link_down(struct sf_link *l, const char *cause) {
+        if (l->closing)
+                return;
+        bool was_up = l->state == SF_LINK_UP;
+        mux_end(l, cause);
+        transport_drop(l);
+        if (l->ai_list) {
+                uv_freeaddrinfo(l->ai_list);
+                l->ai_list = l->ai_next = NULL;
+        }
+        l->phase = PH_NONE;
+        uv_timer_stop(&l->timer);
+        uv_idle_stop(&l->flush);
+        l->flush_due = false;
+        if (!l->dialer) {
+                if (was_up)
+                        sf_log(SF_LOG_INFO, NULL, 0, "link from %s ended: %s", l->p->name, cause);
+                set_state(l, SF_LINK_DOWN, cause);
+                if (l->ops->ended)
+                        l->ops->ended(l->owner, l);
+                return;
+        }
+        /* Logged once per change: a link that stays down is not news every backoff. */
+        if (was_up || l->state == SF_LINK_CONNECTING)
+                if (was_up || strcmp(l->cause, cause) != 0)
+                        sf_log(was_up ? SF_LOG_WARN : SF_LOG_INFO, NULL, 0, "link to %s down: %s", l->p->name, cause);
+        l->backoff_ms = l->backoff_ms ? l->backoff_ms * 2 : BACKOFF_MIN_MS;
+        if (l->backoff_ms > BACKOFF_MAX_MS)
+                l->backoff_ms = BACKOFF_MAX_MS;
+        /* Jitter: a host relay that comes back does not get every container at the same
+         * instant. */
+        uint64_t wait = l->backoff_ms / 2 + randombytes_uniform((uint32_t)(l->backoff_ms / 2 + 1));
+        set_state(l, SF_LINK_DOWN, cause);
+        if (!l->closing)
+                uv_timer_start(&l->timer, on_backoff, wait, 0);
+}
+
+/* ---- the API ------------------------------------------------------------------------------ */
+
+int sf_link_client_new(uv_loop_t *loop, struct sf_bufpool *pool, const struct sf_link_params *p,
+                       const struct sf_link_ops *ops, void *owner, struct sf_link **out) {
+        struct sf_link *l = link_alloc(loop, pool, p, ops, owner);
+        if (!l)
+                return -ENOMEM;
+        l->dialer = true;
+        l->role = SF_MUX_CLIENT;
+        l->state = SF_LINK_CONNECTING;
+        *out = l;
+        dial(l);
+        return 0;
+}
+
+int sf_link_adopt(uv_loop_t *loop, struct sf_bufpool *pool, const struct sf_link_params *p,
+                  const struct sf_link_ops *ops, void *owner, enum sf_mux_role role, uv_stream_t *rd,
+                  uv_stream_t *wr, struct sf_link **out) {
+        struct sf_link *l = link_alloc(loop, pool, p, ops, owner);
+        if (l && !(l->t = transport_new(l, rd, wr))) {
+                sf_link_close(l);
+                l = NULL;
+        }
+        if (!l) {
+                uv_close((uv_handle_t *)rd, (uv_close_cb)free);
+                if (wr != rd)
+                        uv_close((uv_handle_t *)wr, (uv_close_cb)free);
+                return -ENOMEM;
+        }
+        l->role = role;
+        l->state = SF_LINK_CONNECTING;
+        *out = l;
+        if (read_start(l) < 0 || mux_start(l) < 0) {
+                link_down(l, "starting the link failed");
+                return 0;
+        }
+        return 0;
+}
+
+struct sf_mux_stream *sf_link_stream_open(struct sf_link *l, const char *service, bool probe, int *err) {
+        if (l->state != SF_LINK_UP || !l->mux) {
+                *err = -EAGAIN;
+                return NULL;
+        }
+        return sf_mux_stream_open(l->mux, service, probe, err);
+}
+
+enum sf_link_state sf_link_state(const struct sf_link *l) {
+        return l->state;
+}
+
+const char *sf_link_cause(const struct sf_link *l) {
+        return l->cause;
+}
+
+const char *sf_link_name(const struct sf_link *l) {
+        return l->p->name;
+}
+
+void sf_link_stats_get(const struct sf_link *l, struct sf_link_stats *st) {
+        memset(st, 0, sizeof *st);
+        st->state = l->state;
+        st->since = l->since;
+        st->rtt_us = l->rtt_us;
+        st->streams_open = l->mux ? sf_mux_streams_open(l->mux) : 0;
+        st->streams_total = l->streams_total_before + (l->mux ? sf_mux_streams_total(l->mux) : 0);
+        st->reconnects = l->reconnects;
+        st->bytes_in = l->bytes_in;
+        st->bytes_out = l->bytes_out;
+        snprintf(st->cause, sizeof st->cause, "%s", l->cause);
+}
+
+void sf_link_drain(struct sf_link *l) {
+        if (l->mux)
+                sf_mux_drain(l->mux);
+}

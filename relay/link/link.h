@@ -1,0 +1,93 @@
+#pragma once
+/* One shared link (sockferry/2, doc/PROTOCOL.md "The shared link"): a long-lived transport
+ * between two relays carrying every client connection as a stream of its mux
+ * (relay/link/mux.h).
+ *
+ * The client end (in the container) dials its endpoint, runs the sockferry/1 handshake asking
+ * for a link (the LINK flag), keeps the link alive with pings (dead after two unanswered) and
+ * dials it again with a jittered backoff (100 ms doubling to 5 s) when it drops. The server
+ * end (on the host) takes over an accepted connection whose handshake asked for a link, or,
+ * without a handshake, the pipes of an exec (attach). The transport is libuv streams (a TCP
+ * or vsock socket, or an exec's two pipes), so the link is the same on every system. */
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+#include <uv.h>
+
+#include "conf/endpoint.h"
+#include "relay/link/frames.h"
+#include "relay/link/mux.h"
+
+struct sf_bufpool;
+struct sf_link;
+
+enum sf_link_state {
+        SF_LINK_CONNECTING, /* dialing, or in the handshake */
+        SF_LINK_UP,         /* streams may open */
+        SF_LINK_DOWN,       /* the last attempt failed or the link dropped: a new one is due */
+        SF_LINK_OLD_PEER,   /* the peer relay does not know links: use one connection per client */
+        SF_LINK_CLOSED,
+};
+
+struct sf_link_params {
+        /* For messages: the endpoint as written (client), or who the peer is (server). */
+        const char *name;
+        /* Client: where to dial, a tcp: or vsock: endpoint. */
+        const struct sf_endpoint *ep;
+        /* The handshake's key; NULL on a link with no handshake (an exec's pipes). */
+        const struct sf_hs_key *key;
+        const char *token_file; /* for messages, never the token */
+        uint64_t connect_timeout_ms;
+        uint64_t handshake_timeout_ms;
+        uint64_t keepalive_ms; /* 0: no pings */
+        struct sf_mux_config mux;
+};
+
+struct sf_link_ops {
+        /* The link came up, went down, or found an old peer: sf_link_state and sf_link_cause
+         * say which and why. */
+        void (*state_changed)(void *owner, struct sf_link *l);
+        /* Server: the peer opened a stream (relay/link/mux.h, stream_new). */
+        void (*stream_new)(void *owner, struct sf_link *l, struct sf_mux_stream *s, const char *service, bool probe);
+        /* Server: the link ended for good (the peer closed it, or it broke); the owner calls
+         * sf_link_close. */
+        void (*ended)(void *owner, struct sf_link *l);
+};
+
+struct sf_link_stats {
+        enum sf_link_state state;
+        time_t since;       /* when it entered that state */
+        uint64_t rtt_us;    /* the last ping's round trip, 0 before the first */
+        size_t streams_open;
+        uint64_t streams_total;
+        uint64_t reconnects; /* times it came up again after having been up */
+        uint64_t bytes_in, bytes_out;
+        char cause[256]; /* why it is not up ("" when it is) */
+};
+
+/* Client: a link to p->ep, dialed now. p and what it points to must outlive the link. 0 or
+ * -ENOMEM. */
+int sf_link_client_new(uv_loop_t *loop, struct sf_bufpool *pool, const struct sf_link_params *p,
+                       const struct sf_link_ops *ops, void *owner, struct sf_link **out);
+/* Server: a link over rd/wr (the same stream for a socket), which it now owns and closes;
+ * role says which end of the mux this is (an exec link's container end is the client, as it
+ * opens the streams). 0 or -ENOMEM (rd/wr closed). */
+int sf_link_adopt(uv_loop_t *loop, struct sf_bufpool *pool, const struct sf_link_params *p,
+                  const struct sf_link_ops *ops, void *owner, enum sf_mux_role role, uv_stream_t *rd,
+                  uv_stream_t *wr, struct sf_link **out);
+
+/* A new stream for service (NULL: none named), once the link is up. NULL with *err: -EAGAIN
+ * when it is not up or the peer takes no new streams (it is draining), -ENOMEM. */
+struct sf_mux_stream *sf_link_stream_open(struct sf_link *l, const char *service, bool probe, int *err);
+
+enum sf_link_state sf_link_state(const struct sf_link *l);
+/* Why the link is not up, in plain words; "" when it is. */
+const char *sf_link_cause(const struct sf_link *l);
+void sf_link_stats_get(const struct sf_link *l, struct sf_link_stats *st);
+const char *sf_link_name(const struct sf_link *l);
+
+/* Stops opening streams (GOAWAY on the server end); open ones go on. */
+void sf_link_drain(struct sf_link *l);
+/* Ends the link and its streams (their users see ECONNRESET) and frees it once libuv let go of
+ * its handles. Safe on NULL and twice. */
+void sf_link_close(struct sf_link *l);

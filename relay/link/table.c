@@ -1,0 +1,128 @@
+#include "relay/link/table.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sodium.h>
+
+struct sf_link_entry {
+        struct sf_list_node node; /* in the table */
+        struct sf_endpoint ep;
+        struct sf_hs_key key;
+        char *token_file;
+        struct sf_link_params params;
+        struct sf_link *link;
+        struct sf_list waiters;
+};
+
+struct sf_link_table {
+        uv_loop_t *loop;
+        struct sf_bufpool *pool;
+        struct sf_list entries;
+};
+
+static void on_state(void *owner, struct sf_link *l) {
+        struct sf_link_entry *e = owner;
+        /* A waiter may cancel itself from its callback (and may add new ones): the list is
+         * walked from a private copy, each waiter put back before it is called. */
+        struct sf_list todo = e->waiters;
+        e->waiters = (struct sf_list){ 0 };
+        while (todo.first) {
+                struct sf_link_waiter *w = sf_list_entry(todo.first, struct sf_link_waiter, node);
+                sf_list_remove(&todo, &w->node);
+                sf_list_push_back(&e->waiters, &w->node);
+                w->cb(w, l);
+        }
+}
+
+static const struct sf_link_ops entry_ops = { .state_changed = on_state };
+
+int sf_link_table_new(uv_loop_t *loop, struct sf_bufpool *pool, struct sf_link_table **out) {
+        struct sf_link_table *t = calloc(1, sizeof *t);
+        if (!t)
+                return -ENOMEM;
+        t->loop = loop;
+        t->pool = pool;
+        *out = t;
+        return 0;
+}
+
+void sf_link_table_free(struct sf_link_table *t) {
+        if (!t)
+                return;
+        while (t->entries.first) {
+                struct sf_link_entry *e = sf_list_entry(t->entries.first, struct sf_link_entry, node);
+                sf_list_remove(&t->entries, &e->node);
+                sf_link_close(e->link);
+                sodium_memzero(&e->key, sizeof e->key);
+                free(e->token_file);
+                free(e);
+        }
+        free(t);
+}
+
+struct sf_link_entry *sf_link_table_get(struct sf_link_table *t, const struct sf_endpoint *ep,
+                                        const struct sf_hs_key *key, const char *token_file,
+                                        const struct sf_link_settings *s, int *err) {
+        for (struct sf_list_node *n = t->entries.first; n; n = n->next) {
+                struct sf_link_entry *e = sf_list_entry(n, struct sf_link_entry, node);
+                if (strcmp(e->ep.text, ep->text) == 0 && e->key.len == key->len &&
+                    sodium_memcmp(e->key.bytes, key->bytes, key->len) == 0)
+                        return e;
+        }
+        struct sf_link_entry *e = calloc(1, sizeof *e);
+        if (!e || !(e->token_file = strdup(token_file ? token_file : ""))) {
+                free(e);
+                *err = -ENOMEM;
+                return NULL;
+        }
+        e->ep = *ep;
+        e->key = *key;
+        e->params = (struct sf_link_params){
+                .name = e->ep.text,
+                .ep = &e->ep,
+                .key = &e->key,
+                .token_file = e->token_file,
+                .connect_timeout_ms = s->connect_timeout_ms,
+                .handshake_timeout_ms = s->handshake_timeout_ms,
+                .keepalive_ms = s->keepalive_ms,
+                .mux = s->mux,
+        };
+        int r = sf_link_client_new(t->loop, t->pool, &e->params, &entry_ops, e, &e->link);
+        if (r < 0) {
+                free(e->token_file);
+                free(e);
+                *err = r;
+                return NULL;
+        }
+        sf_list_push_back(&t->entries, &e->node);
+        return e;
+}
+
+struct sf_link *sf_link_entry_link(struct sf_link_entry *e) {
+        return e->link;
+}
+
+void sf_link_wait(struct sf_link_entry *e, struct sf_link_waiter *w) {
+        sf_list_push_back(&e->waiters, &w->node);
+}
+
+void sf_link_wait_cancel(struct sf_link_entry *e, struct sf_link_waiter *w) {
+        sf_list_remove(&e->waiters, &w->node);
+}
+
+struct sf_link *sf_link_table_at(const struct sf_link_table *t, size_t i) {
+        for (struct sf_list_node *n = t->entries.first; n; n = n->next, i--)
+                if (i == 0)
+                        return sf_list_entry(n, struct sf_link_entry, node)->link;
+        return NULL;
+}
+
+size_t sf_link_table_size(const struct sf_link_table *t) {
+        return t->entries.n;
+}
+
+void sf_link_table_drain(struct sf_link_table *t) {
+        for (struct sf_list_node *n = t->entries.first; n; n = n->next)
+                sf_link_drain(sf_list_entry(n, struct sf_link_entry, node)->link);
+}

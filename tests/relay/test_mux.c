@@ -1,0 +1,371 @@
+/* The shared link's multiplexer (relay/link/mux.c): a client and a server session wired
+ * together in memory, streams opened, fed, stalled, half-closed, refused, reset and cut off
+ * with the link; every path frees what it took (run under ASan in CI). */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "relay/engine/bufpool.h"
+#include "relay/link/mux.h"
+
+struct side {
+        struct sf_mux *m;
+        struct sf_mux_stream *accepted[8];
+        char service[8][64];
+        bool probe[8];
+        int n_new;
+        int wants;
+        uint64_t pong;
+};
+
+struct watcher {
+        uint32_t events;
+        int calls;
+};
+
+static struct sf_bufpool *pool;
+static struct side cli, srv;
+
+static void on_new(void *owner, struct sf_mux_stream *s, const char *service, bool probe) {
+        struct side *sd = owner;
+        cr_assert_lt(sd->n_new, 8);
+        snprintf(sd->service[sd->n_new], sizeof sd->service[0], "%s", service);
+        sd->probe[sd->n_new] = probe;
+        sd->accepted[sd->n_new++] = s;
+}
+
+static void on_want(void *owner) {
+        ((struct side *)owner)->wants++;
+}
+
+static void on_pong(void *owner, uint64_t sent) {
+        ((struct side *)owner)->pong = sent;
+}
+
+static const struct sf_mux_ops ops = { .stream_new = on_new, .want_output = on_want, .pong = on_pong };
+
+static void on_ev(void *ev, uint32_t events) {
+        struct watcher *w = ev;
+        w->events |= events;
+        w->calls++;
+}
+
+static void setup_with(uint32_t max_streams, uint32_t stream_window) {
+        memset(&cli, 0, sizeof cli);
+        memset(&srv, 0, sizeof srv);
+        pool = sf_bufpool_new(4);
+        cr_assert_not_null(pool);
+        struct sf_mux_config cfg = { .max_streams = max_streams, .stream_window = stream_window,
+                                     .link_window = 4 * stream_window };
+        cr_assert_eq(sf_mux_new(SF_MUX_CLIENT, &cfg, &ops, &cli, pool, &cli.m), 0);
+        cr_assert_eq(sf_mux_new(SF_MUX_SERVER, &cfg, &ops, &srv, pool, &srv.m), 0);
+}
+
+static void setup(void) {
+        setup_with(16, 64 * 1024);
+}
+
+static void teardown(void) {
+        sf_mux_free(cli.m, "test over");
+        sf_mux_free(srv.m, "test over");
+        sf_bufpool_free(pool);
+}
+
+/* Moves bytes both ways until neither side has anything to say. Returns the bytes moved. */
+static size_t pump(void) {
+        static uint8_t buf[1 << 16];
+        char why[200];
+        size_t total = 0;
+        for (;;) {
+                ssize_t a = sf_mux_output(cli.m, buf, sizeof buf, why, sizeof why);
+                cr_assert_geq(a, 0, "client output: %s", why);
+                if (a > 0)
+                        cr_assert_eq(sf_mux_input(srv.m, buf, (size_t)a, why, sizeof why), 0, "server input: %s", why);
+                ssize_t b = sf_mux_output(srv.m, buf, sizeof buf, why, sizeof why);
+                cr_assert_geq(b, 0, "server output: %s", why);
+                if (b > 0)
+                        cr_assert_eq(sf_mux_input(cli.m, buf, (size_t)b, why, sizeof why), 0, "client input: %s", why);
+                total += (size_t)(a + b);
+                if (a == 0 && b == 0)
+                        return total;
+        }
+}
+
+static size_t recv_all(struct sf_mux_stream *s, char *out, size_t cap) {
+        size_t n = 0;
+        ssize_t r;
+        while (n < cap && (r = sf_mux_stream_recv(s, out + n, cap - n)) > 0)
+                n += (size_t)r;
+        return n;
+}
+
+TestSuite(mux, .init = setup, .fini = teardown);
+
+Test(mux, a_stream_carries_bytes_both_ways_and_half_closes) {
+        struct watcher wc = { 0 }, ws = { 0 };
+        int err = 0;
+        struct sf_mux_stream *c = sf_mux_stream_open(cli.m, "agent", false, &err);
+        cr_assert_not_null(c);
+        sf_mux_stream_watch(c, on_ev, &wc);
+        /* The client's bytes go with the stream's opening: no round trip first. */
+        cr_assert_eq(sf_mux_stream_send(c, "ping", 4), 4);
+        sf_mux_stream_shutdown(c);
+        pump();
+        cr_assert_eq(srv.n_new, 1);
+        cr_assert_str_eq(srv.service[0], "agent");
+        cr_assert_not(srv.probe[0]);
+        struct sf_mux_stream *s = srv.accepted[0];
+        sf_mux_stream_watch(s, on_ev, &ws);
+        char buf[64];
+        cr_assert_eq(recv_all(s, buf, sizeof buf), 4);
+        cr_assert_eq(memcmp(buf, "ping", 4), 0);
+        cr_assert_eq(sf_mux_stream_recv(s, buf, sizeof buf), 0, "the client's half-close is the end of its side");
+        cr_assert_eq(sf_mux_stream_accept(s), 0);
+        cr_assert_eq(sf_mux_stream_send(s, "pong", 4), 4);
+        sf_mux_stream_shutdown(s);
+        pump();
+        cr_assert_eq(sf_mux_stream_status(c), SF_MUX_OK);
+        cr_assert_eq(recv_all(c, buf, sizeof buf), 4);
+        cr_assert_eq(memcmp(buf, "pong", 4), 0);
+        cr_assert_eq(sf_mux_stream_recv(c, buf, sizeof buf), 0);
+        cr_assert(wc.events & SF_MUX_EV_HUP, "both ends done: the stream is over");
+        cr_assert_eq(sf_mux_stream_error(c), 0);
+        cr_assert_eq(sf_mux_stream_error(s), 0);
+        sf_mux_stream_close(c);
+        sf_mux_stream_close(s);
+        pump();
+        cr_assert_eq(sf_mux_streams_open(cli.m), 0);
+        cr_assert_eq(sf_mux_streams_open(srv.m), 0);
+        cr_assert_eq(sf_mux_streams_total(srv.m), 1);
+}
+
+Test(mux, a_stalled_reader_stalls_its_own_stream_only) {
+        int err = 0;
+        struct sf_mux_stream *bulk = sf_mux_stream_open(cli.m, "bulk", false, &err);
+        struct sf_mux_stream *chat = sf_mux_stream_open(cli.m, "chat", false, &err);
+        cr_assert(bulk && chat);
+        pump();
+        cr_assert_eq(srv.n_new, 2);
+        sf_mux_stream_accept(srv.accepted[0]);
+        sf_mux_stream_accept(srv.accepted[1]);
+        pump();
+        /* The server never reads bulk: the client can queue its send buffer and the stream's
+         * window, no more. */
+        static char chunk[16384];
+        memset(chunk, 'x', sizeof chunk);
+        size_t sent = 0;
+        for (int i = 0; i < 1000; i++) {
+                ssize_t r = sf_mux_stream_send(bulk, chunk, sizeof chunk);
+                if (r < 0) {
+                        cr_assert_eq(errno, EAGAIN);
+                        pump();
+                        r = sf_mux_stream_send(bulk, chunk, sizeof chunk);
+                        if (r < 0) {
+                                cr_assert_eq(errno, EAGAIN);
+                                break;
+                        }
+                }
+                sent += (size_t)r;
+        }
+        cr_assert_leq(sent, SF_BUF_SIZE + 64 * 1024, "sent %zu: more than the send buffer and the window", sent);
+        cr_assert_eq(sf_mux_stream_unread(srv.accepted[0]), 64 * 1024);
+        /* The neighbour still gets through. */
+        cr_assert_eq(sf_mux_stream_send(chat, "hi", 2), 2);
+        pump();
+        char buf[8];
+        cr_assert_eq(sf_mux_stream_recv(srv.accepted[1], buf, sizeof buf), 2);
+        /* Reading bulk opens its window again. */
+        static char sink[SF_BUF_SIZE];
+        size_t got = 0;
+        for (int round = 0; round < 64 && got < sent; round++) {
+                got += recv_all(srv.accepted[0], sink, sizeof sink);
+                pump();
+        }
+        cr_assert_eq(got, sent);
+        for (int i = 0; i < 2; i++)
+                sf_mux_stream_close(srv.accepted[i]);
+        sf_mux_stream_close(bulk);
+        sf_mux_stream_close(chat);
+        pump();
+}
+
+Test(mux, a_refused_stream_says_why) {
+        struct watcher wc = { 0 };
+        int err = 0;
+        struct sf_mux_stream *c = sf_mux_stream_open(cli.m, "gpg", false, &err);
+        sf_mux_stream_watch(c, on_ev, &wc);
+        sf_mux_stream_send(c, "data", 4);
+        pump();
+        cr_assert_eq(sf_mux_stream_refuse(srv.accepted[0], SF_MUX_UNKNOWN_SERVICE,
+                                          "unknown service gpg: this listener offers agent, docker"),
+                     0);
+        sf_mux_stream_close(srv.accepted[0]);
+        pump();
+        char buf[8];
+        cr_assert_eq(sf_mux_stream_recv(c, buf, sizeof buf), -1);
+        cr_assert_eq(errno, ECONNREFUSED);
+        cr_assert_eq(sf_mux_stream_status(c), SF_MUX_UNKNOWN_SERVICE);
+        cr_assert_str_eq(sf_mux_stream_reason(c), "unknown service gpg: this listener offers agent, docker");
+        cr_assert(wc.events & SF_MUX_EV_ERR);
+        sf_mux_stream_close(c);
+        pump();
+        cr_assert_eq(sf_mux_streams_open(cli.m), 0);
+        cr_assert_eq(sf_mux_streams_open(srv.m), 0);
+}
+
+Test(mux, a_stream_closed_by_its_client_is_reset_at_the_server) {
+        struct watcher ws = { 0 };
+        int err = 0;
+        struct sf_mux_stream *c = sf_mux_stream_open(cli.m, NULL, false, &err);
+        pump();
+        cr_assert_str_eq(srv.service[0], "", "no service named");
+        struct sf_mux_stream *s = srv.accepted[0];
+        sf_mux_stream_watch(s, on_ev, &ws);
+        sf_mux_stream_accept(s);
+        sf_mux_stream_send(c, "half a request", 14);
+        pump();
+        sf_mux_stream_close(c);
+        pump();
+        char buf[32];
+        cr_assert_eq(recv_all(s, buf, sizeof buf), 14, "what came before the reset is still read");
+        cr_assert_eq(sf_mux_stream_recv(s, buf, sizeof buf), -1);
+        cr_assert_eq(errno, ECONNRESET);
+        cr_assert(strstr(sf_mux_stream_reason(s), "cancelled"), "reason: %s", sf_mux_stream_reason(s));
+        cr_assert(ws.events & SF_MUX_EV_ERR);
+        cr_assert_eq(sf_mux_stream_send(s, "x", 1), -1);
+        sf_mux_stream_close(s);
+        pump();
+        cr_assert_eq(sf_mux_streams_open(srv.m), 0);
+}
+
+Test(mux, the_link_going_down_ends_every_stream_with_its_cause) {
+        struct watcher w1 = { 0 }, w2 = { 0 };
+        int err = 0;
+        struct sf_mux_stream *a = sf_mux_stream_open(cli.m, "a", false, &err);
+        struct sf_mux_stream *b = sf_mux_stream_open(cli.m, "b", false, &err);
+        sf_mux_stream_watch(a, on_ev, &w1);
+        sf_mux_stream_watch(b, on_ev, &w2);
+        pump();
+        sf_mux_stream_accept(srv.accepted[0]);
+        sf_mux_stream_send(srv.accepted[0], "unread", 6);
+        pump();
+        sf_mux_free(cli.m, "the link to tcp:host:7000 went down: Connection reset by peer");
+        cli.m = NULL;
+        cr_assert(w1.events & SF_MUX_EV_ERR);
+        cr_assert(w2.events & SF_MUX_EV_ERR);
+        char buf[8];
+        cr_assert_eq(recv_all(a, buf, sizeof buf), 6, "bytes that arrived are still delivered");
+        cr_assert_eq(sf_mux_stream_recv(a, buf, sizeof buf), -1);
+        cr_assert_eq(errno, ECONNRESET);
+        cr_assert_str_eq(sf_mux_stream_reason(b), "the link to tcp:host:7000 went down: Connection reset by peer");
+        cr_assert_eq(sf_mux_stream_send(b, "x", 1), -1);
+        sf_mux_stream_close(a);
+        sf_mux_stream_close(b);
+        /* The server side, whose owner never closed its streams, frees them with the session. */
+}
+
+Test(mux, a_stream_closed_before_it_went_out_ends_at_both_ends) {
+        int err = 0;
+        struct sf_mux_stream *c = sf_mux_stream_open(cli.m, "x", false, &err);
+        sf_mux_stream_close(c);
+        pump();
+        for (int i = 0; i < srv.n_new; i++)
+                sf_mux_stream_close(srv.accepted[i]);
+        pump();
+        cr_assert_eq(sf_mux_streams_open(cli.m), 0);
+        cr_assert_eq(sf_mux_streams_open(srv.m), 0);
+}
+
+Test(mux, pings_come_back) {
+        cr_assert_eq(sf_mux_ping(cli.m, 123456789), 0);
+        pump();
+        cr_assert_eq(cli.pong, 123456789);
+        cr_assert_gt(cli.wants, 0, "the owner was told there is output");
+}
+
+Test(mux, a_draining_server_takes_no_new_streams_and_finishes_open_ones) {
+        int err = 0;
+        struct sf_mux_stream *c = sf_mux_stream_open(cli.m, "a", false, &err);
+        pump();
+        struct sf_mux_stream *s = srv.accepted[0];
+        sf_mux_stream_accept(s);
+        sf_mux_drain(srv.m);
+        pump();
+        cr_assert(sf_mux_draining(cli.m), "the client saw the GOAWAY");
+        cr_assert_null(sf_mux_stream_open(cli.m, "b", false, &err));
+        cr_assert_eq(err, -EAGAIN);
+        cr_assert_eq(sf_mux_stream_send(s, "still here", 10), 10);
+        sf_mux_stream_shutdown(s);
+        pump();
+        char buf[16];
+        cr_assert_eq(recv_all(c, buf, sizeof buf), 10);
+        cr_assert_eq(sf_mux_stream_recv(c, buf, sizeof buf), 0);
+        sf_mux_stream_close(c);
+        sf_mux_stream_close(s);
+        pump();
+}
+
+Test(mux, a_probe_is_marked) {
+        int err = 0;
+        struct sf_mux_stream *c = sf_mux_stream_open(cli.m, "agent", true, &err);
+        sf_mux_stream_shutdown(c);
+        pump();
+        cr_assert(srv.probe[0]);
+        sf_mux_stream_accept(srv.accepted[0]);
+        sf_mux_stream_shutdown(srv.accepted[0]);
+        sf_mux_stream_close(srv.accepted[0]);
+        pump();
+        cr_assert_eq(sf_mux_stream_status(c), SF_MUX_OK);
+        sf_mux_stream_close(c);
+        pump();
+}
+
+static void setup_two_streams(void) {
+        setup_with(2, 64 * 1024);
+}
+
+Test(mux_limits, streams_beyond_the_peers_limit_wait_for_a_slot, .init = setup_two_streams, .fini = teardown) {
+        int err = 0;
+        struct sf_mux_stream *c[3];
+        /* The link is used once the server's SETTINGS said how many it takes. */
+        pump();
+        cr_assert(sf_mux_ready(cli.m));
+        for (int i = 0; i < 3; i++)
+                c[i] = sf_mux_stream_open(cli.m, "s", false, &err);
+        pump();
+        cr_assert_eq(srv.n_new, 2, "the third waits for a slot");
+        sf_mux_stream_close(c[0]);
+        pump();
+        sf_mux_stream_close(srv.accepted[0]);
+        pump();
+        cr_assert_eq(srv.n_new, 3, "a slot freed: the third opened");
+        for (int i = 1; i < 3; i++) {
+                sf_mux_stream_close(c[i]);
+                sf_mux_stream_close(srv.accepted[i]);
+        }
+        pump();
+}
+
+Test(mux, garbage_from_the_peer_is_a_protocol_error) {
+        char why[200] = "";
+        const uint8_t junk[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+        cr_assert_eq(sf_mux_input(srv.m, junk, sizeof junk - 1, why, sizeof why), -EPROTO);
+        cr_assert_neq(why[0], '\0');
+}
+
+Test(mux, a_bad_service_name_resets_that_stream_alone) {
+        int err = 0;
+        struct sf_mux_stream *bad = sf_mux_stream_open(cli.m, "no spaces please", false, &err);
+        struct sf_mux_stream *good = sf_mux_stream_open(cli.m, "ok", false, &err);
+        struct watcher w = { 0 };
+        sf_mux_stream_watch(bad, on_ev, &w);
+        pump();
+        cr_assert_eq(srv.n_new, 1);
+        cr_assert_str_eq(srv.service[0], "ok");
+        cr_assert(w.events & SF_MUX_EV_ERR);
+        sf_mux_stream_close(bad);
+        sf_mux_stream_close(good);
+        sf_mux_stream_close(srv.accepted[0]);
+        pump();
+}
