@@ -61,10 +61,6 @@ int sf_side_adopt(struct sf_conn *c, int side, struct sf_incoming *in, int famil
         return sf_sock_adopt(c->fwd->eng, &c->sock[side], in, family);
 }
 
-bool sf_side_is_open(struct sf_conn *c, int side) {
-        return c->stream[side] || sf_sock_is_open(&c->sock[side]);
-}
-
 ssize_t sf_side_recv(struct sf_conn *c, int side, void *buf, size_t n) {
         if (c->stream[side])
                 return sf_mux_stream_recv(c->stream[side], buf, n);
@@ -97,12 +93,6 @@ int sf_side_error(struct sf_conn *c, int side) {
         if (c->stream[side])
                 return sf_mux_stream_error(c->stream[side]);
         return sf_sock_error(&c->sock[side]);
-}
-
-size_t sf_side_unread(struct sf_conn *c, int side) {
-        if (c->stream[side])
-                return sf_mux_stream_unread(c->stream[side]);
-        return sf_sock_unread(&c->sock[side]);
 }
 
 void sf_side_nodelay(struct sf_conn *c, int side) {

@@ -330,14 +330,12 @@ void sf_side_attach_stream(struct sf_conn *c, int side, struct sf_mux_stream *s)
 /* Why a stream side failed, in plain words ("" for a socket). */
 const char *sf_side_reason(struct sf_conn *c, int side);
 int sf_side_adopt(struct sf_conn *c, int side, struct sf_incoming *in, int family);
-bool sf_side_is_open(struct sf_conn *c, int side);
 ssize_t sf_side_recv(struct sf_conn *c, int side, void *buf, size_t n);
 ssize_t sf_side_send(struct sf_conn *c, int side, const void *buf, size_t n);
 void sf_side_shutdown(struct sf_conn *c, int side);
 /* Closes the side and forgets its readiness. Safe when it is closed. */
 void sf_side_close(struct sf_conn *c, int side);
 int sf_side_error(struct sf_conn *c, int side);
-size_t sf_side_unread(struct sf_conn *c, int side);
 void sf_side_nodelay(struct sf_conn *c, int side);
 int sf_side_peername(struct sf_conn *c, int side, struct sockaddr_storage *ss, socklen_t *len);
 /* The connection goes on in a deferred call, after the events pending now. */

@@ -27,13 +27,12 @@
  *                     sf_incoming_trusted(in, who, cap, allowed, cap) (the system's own rule
  *                     for a local peer: on Windows a pipe client of another account is not).
  *   struct sf_sock    one side of a connection; its ev.cb gets SF_EV_* bits:
- *                     sf_sock_init(s, cb), sf_sock_is_open(s), sf_sock_adopt(e, s, in, family),
+ *                     sf_sock_init(s, cb), sf_sock_adopt(e, s, in, family),
  *                     sf_sock_connect(e, s, addr, len, &in_progress),
  *                     sf_sock_connect_pipe(e, s, name, &in_progress) (Windows' named pipes;
  *                     -EAGAIN while every instance is busy), sf_sock_recv(s, buf, n),
  *                     sf_sock_send(s, buf, n), sf_sock_shutdown(s), sf_sock_close(e, s),
- *                     sf_sock_error(s), sf_sock_unread(s) (bytes received, not yet read),
- *                     sf_sock_nodelay(s), sf_sock_peername(s, ss, len),
+ *                     sf_sock_error(s), sf_sock_nodelay(s), sf_sock_peername(s, ss, len),
  *                     sf_sock_release(e, s, loop, &stream, &close_cb) (hands the connection
  *                     over as a libuv stream, which the caller closes with close_cb: the
  *                     shared link takes over a connection whose handshake asked for it),

@@ -8,7 +8,6 @@
 #include <netinet/tcp.h>
 #include <stdbool.h>
 #include <sys/epoll.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <uv.h>
@@ -145,10 +144,6 @@ static inline void sf_sock_init(struct sf_sock *s, sf_ev_cb cb) {
         s->fd = -1;
 }
 
-static inline bool sf_sock_is_open(const struct sf_sock *s) {
-        return s->fd >= 0;
-}
-
 /* Takes the descriptor; on failure it stays in s and goes with sf_sock_close. */
 static inline int sf_sock_adopt(struct sf_engine *e, struct sf_sock *s, struct sf_incoming *in, int family) {
         (void)family;
@@ -221,11 +216,6 @@ static inline int sf_sock_error(struct sf_sock *s) {
         if (getsockopt(s->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
                 err = errno;
         return err;
-}
-
-static inline size_t sf_sock_unread(struct sf_sock *s) {
-        int n = 0;
-        return ioctl(s->fd, FIONREAD, &n) == 0 && n > 0 ? (size_t)n : 0;
 }
 
 static inline void sf_sock_nodelay(struct sf_sock *s) {

@@ -165,10 +165,6 @@ void sf_sock_init(struct sf_sock *s, sf_ev_cb cb) {
         s->h = NULL;
 }
 
-bool sf_sock_is_open(const struct sf_sock *s) {
-        return s->h != NULL;
-}
-
 static void on_connect(uv_connect_t *req, int status) {
         struct sf_uvsock *h = req->data;
         if (status == UV_ECANCELED || !h->sock)
@@ -361,11 +357,6 @@ int sf_sock_release(struct sf_engine *e, struct sf_sock *s, uv_loop_t *loop, uv_
 
 int sf_sock_error(struct sf_sock *s) {
         return s->h->err;
-}
-
-size_t sf_sock_unread(struct sf_sock *s) {
-        struct sf_uvsock *h = s->h;
-        return h && h->in ? h->in_len - h->in_off : 0;
 }
 
 void sf_sock_nodelay(struct sf_sock *s) {

@@ -93,7 +93,6 @@ int sf_incoming_cred(const struct sf_incoming *in, uid_t *uid, gid_t *gid, pid_t
 bool sf_incoming_trusted(const struct sf_incoming *in, char *who, size_t who_cap, char *allowed, size_t allowed_cap);
 
 void sf_sock_init(struct sf_sock *s, sf_ev_cb cb);
-bool sf_sock_is_open(const struct sf_sock *s);
 int sf_sock_adopt(struct sf_engine *e, struct sf_sock *s, struct sf_incoming *in, int family);
 int sf_sock_connect(struct sf_engine *e, struct sf_sock *s, const struct sockaddr *addr, socklen_t len,
                     bool *in_progress);
@@ -103,7 +102,6 @@ ssize_t sf_sock_send(struct sf_sock *s, const void *buf, size_t n);
 void sf_sock_shutdown(struct sf_sock *s);
 void sf_sock_close(struct sf_engine *e, struct sf_sock *s);
 int sf_sock_error(struct sf_sock *s);
-size_t sf_sock_unread(struct sf_sock *s);
 void sf_sock_nodelay(struct sf_sock *s);
 int sf_sock_peername(struct sf_sock *s, struct sockaddr_storage *ss, socklen_t *len);
 int sf_sock_release(struct sf_engine *e, struct sf_sock *s, uv_loop_t *loop, uv_stream_t **out,
