@@ -5,21 +5,21 @@ at most the bytes sent with the client frame, a refused peer that keeps pushing 
 the relay, and a client that hangs up while its upstream is dialled frees its descriptors.
 
 Everything runs on loopback: the relays, real sockferry host relays with auth = token, and
-small fake servers written here."""
+small fake servers written here. Each test gets a Scene (tests/lib/sfharness.py): what it starts
+is stopped, and its exit status checked, when it ends."""
 
 import hashlib
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
 import threading
-import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from sfharness import (Relay, Server, Skip, Tap, connect, free_port, recv_all, run_sockferry,  # noqa: E402
-                       tmpdir, wait_for, ENGINE, VALGRIND)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import sftap  # noqa: E402
+from sfharness import (Scene, Skip, connect, free_port, keygen, recv_all, run_sockferry, wait_for,  # noqa: E402
+                       ENGINE, VALGRIND)
 
 # What the relay lets through to the peer before the status frame verified (relay/conn/state.h,
 # SF_EARLY_MAX, doc/SECURITY.md): the client frame and at most 16 KiB of the client's bytes.
@@ -27,16 +27,9 @@ CLIENT_FRAME = 70
 EARLY_MAX = 16384
 
 
-def keygen(d, name="token"):
-    path = os.path.join(d, name)
-    rc, _, err = run_sockferry(["keygen", "-o", path])
-    assert rc == 0, err
-    return path
-
-
-def host_relay(d, port, token, name="host"):
-    """A host relay with auth = token on 127.0.0.1:port in front of d/service.sock."""
-    return Relay(["relay", "-F", "%s:tcp:127.0.0.1:%d=unix:%s/service.sock,auth=token,token-file=%s"
+def host_relay(sc, d, port, token, name="host"):
+    """A host relay with auth = token on 127.0.0.1:port in front of d/service.sock, in sc."""
+    return sc.relay(["relay", "-F", "%s:tcp:127.0.0.1:%d=unix:%s/service.sock,auth=token,token-file=%s"
                   % (name, port, d, token)])
 
 
@@ -48,182 +41,155 @@ def round_trip(path, msg=b"ping"):
     return got
 
 
-def test_silent_candidate_falls_through_to_the_next():
+def test_silent_candidate_falls_through_to_the_next(sc):
     """The issue's reproduction: connect = A B C where A accepts and says nothing. Clients are
     served by B after A's handshake-timeout, and check shows A failing and B answering."""
-    d = tmpdir()
+    d = sc.tmpdir()
     token = keygen(d)
     pa, pb, pc = free_port(), free_port(), free_port()
-    silent = Server("silent", "tcp:127.0.0.1:%d" % pa)
-    srv = Server("echo", d + "/service.sock")
-    b = host_relay(d, pb, token, "b")
-    c = host_relay(d, pc, token, "c")
+    sc.server("silent", "tcp:127.0.0.1:%d" % pa)
+    sc.server("echo", d + "/service.sock")
+    host_relay(sc, d, pb, token, "b")
+    host_relay(sc, d, pc, token, "c")
     spec = "cont:unix:%s/c.sock=tcp:127.0.0.1:%d|tcp:127.0.0.1:%d|tcp:127.0.0.1:%d,auth=token,token-file=%s," \
         "handshake-timeout=300ms" % (d, pa, pb, pc, token)
-    cont = Relay(["relay", "-F", spec])
-    try:
-        for i in range(3):
-            msg = b"ping%d" % i
-            assert round_trip(d + "/c.sock", msg) == msg, "client %d was not served:\n%s" % (i, cont.text())
-        log = cont.text()
-        assert "wrong peer: tcp:127.0.0.1:%d sent nothing within 300ms" % pa in log, log
-        # B worked and is tried first from then on: A's failure is logged once, not per client
-        assert log.count("sent nothing within") == 1, log
-        assert "upstream unavailable" not in log, log
+    cont = sc.relay(["relay", "-F", spec])
+    for i in range(3):
+        msg = b"ping%d" % i
+        assert round_trip(d + "/c.sock", msg) == msg, "client %d was not served:\n%s" % (i, cont.text())
+    log = cont.text()
+    assert "wrong peer: tcp:127.0.0.1:%d sent nothing within 300ms" % pa in log, log
+    # B worked and is tried first from then on: A's failure is logged once, not per client
+    assert log.count("sent nothing within") == 1, log
+    assert "upstream unavailable" not in log, log
 
-        rc, out, err = run_sockferry(["check", "--link-only", "-F", spec])
-        assert rc == 0, (rc, out, err)
-        lines = out.splitlines()
-        assert len(lines) == 2, out
-        assert lines[0].startswith("cont: FAIL wrong peer: tcp:127.0.0.1:%d sent nothing within 300ms" % pa), out
-        assert re.fullmatch(r"cont: OK \(tcp:127\.0\.0\.1:%d, upstream answers, \d+ ms\)" % pb, lines[1]), out
-    finally:
-        cont.stop()
-        b.stop()
-        c.stop()
-        srv.stop()
-        silent.stop()
-        shutil.rmtree(d)
+    rc, out, err = run_sockferry(["check", "--link-only", "-F", spec])
+    assert rc == 0, (rc, out, err)
+    lines = out.splitlines()
+    assert len(lines) == 2, out
+    assert lines[0].startswith("cont: FAIL wrong peer: tcp:127.0.0.1:%d sent nothing within 300ms" % pa), out
+    assert re.fullmatch(r"cont: OK \(tcp:127\.0\.0\.1:%d, upstream answers, \d+ ms\)" % pb, lines[1]), out
 
 
-def test_auth_rejected_candidate_falls_through_with_the_early_bytes():
+def test_auth_rejected_candidate_falls_through_with_the_early_bytes(sc):
     """A is a relay with another token: it refuses us after it got our frame and the client's
     first bytes; the same client connection goes on to B, which gets those bytes again."""
-    d = tmpdir()
+    d = sc.tmpdir()
     token, other = keygen(d), keygen(d, "other")
     pa, pb = free_port(), free_port()
-    srv = Server("after-eof", d + "/service.sock")
-    a = host_relay(d, pa, other, "a")
-    b = host_relay(d, pb, token, "b")
+    sc.server("after-eof", d + "/service.sock")
+    a = host_relay(sc, d, pa, other, "a")
+    host_relay(sc, d, pb, token, "b")
     spec = "cont:unix:%s/c.sock=tcp:127.0.0.1:%d|tcp:127.0.0.1:%d,auth=token,token-file=%s" % (d, pa, pb, token)
-    cont = Relay(["relay", "-F", spec])
-    try:
-        payload = os.urandom(5000)
-        s = connect(d + "/c.sock")
-        s.sendall(payload)
-        s.shutdown(socket.SHUT_WR)
-        reply = recv_all(s)
-        s.close()
-        assert reply == b"%d %s\n" % (len(payload), hashlib.sha256(payload).hexdigest().encode()), \
-            "%r\n%s" % (reply, cont.text())
-        log = cont.text()
-        assert "auth rejected: tcp:127.0.0.1:%d does not accept our token" % pa in log, log
-        wait_for(lambda: "auth rejected" in a.text(), what="A's log naming the refusal")
-        rc, out, err = run_sockferry(["check", "--link-only", "-F", spec])
-        assert rc == 0, (rc, out, err)
-        lines = out.splitlines()
-        assert len(lines) == 2 and lines[0].startswith("cont: FAIL auth rejected: tcp:127.0.0.1:%d" % pa), out
-        assert lines[1].startswith("cont: OK (tcp:127.0.0.1:%d, upstream answers" % pb), out
-    finally:
-        cont.stop()
-        a.stop()
-        b.stop()
-        srv.stop()
-        shutil.rmtree(d)
+    cont = sc.relay(["relay", "-F", spec])
+    payload = os.urandom(5000)
+    s = connect(d + "/c.sock")
+    s.sendall(payload)
+    s.shutdown(socket.SHUT_WR)
+    reply = recv_all(s)
+    s.close()
+    assert reply == b"%d %s\n" % (len(payload), hashlib.sha256(payload).hexdigest().encode()), \
+        "%r\n%s" % (reply, cont.text())
+    log = cont.text()
+    assert "auth rejected: tcp:127.0.0.1:%d does not accept our token" % pa in log, log
+    wait_for(lambda: "auth rejected" in a.text(), what="A's log naming the refusal")
+    rc, out, err = run_sockferry(["check", "--link-only", "-F", spec])
+    assert rc == 0, (rc, out, err)
+    lines = out.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("cont: FAIL auth rejected: tcp:127.0.0.1:%d" % pa), out
+    assert lines[1].startswith("cont: OK (tcp:127.0.0.1:%d, upstream answers" % pb), out
 
 
-def test_every_candidate_failing_is_one_line_and_reaches_a_chained_client():
+def test_every_candidate_failing_is_one_line_and_reaches_a_chained_client(sc):
     """A silent, B refused: the client is closed and one line names both causes; a relay chained
     in front (we are its link server) gets that line as the reason of its status."""
-    d = tmpdir()
+    d = sc.tmpdir()
     token = keygen(d)
     pa, pb, pj = free_port(), free_port(), free_port()
-    silent = Server("silent", "tcp:127.0.0.1:%d" % pa)
-    jump = Relay(["relay", "-F", "jump:tcp:127.0.0.1:%d=tcp:127.0.0.1:%d|tcp:127.0.0.1:%d,auth=token,token-file=%s,"
-                  "handshake-timeout=300ms" % (pj, pa, pb, token)])
-    cont = Relay(["relay", "-F", "cont:unix:%s/c.sock=tcp:127.0.0.1:%d,auth=token,token-file=%s"
-                  % (d, pj, token)])
+    sc.server("silent", "tcp:127.0.0.1:%d" % pa)
+    jump = sc.relay(["relay", "-F", "jump:tcp:127.0.0.1:%d=tcp:127.0.0.1:%d|tcp:127.0.0.1:%d,auth=token,"
+                     "token-file=%s,handshake-timeout=300ms" % (pj, pa, pb, token)])
+    cont = sc.relay(["relay", "-F", "cont:unix:%s/c.sock=tcp:127.0.0.1:%d,auth=token,token-file=%s"
+                     % (d, pj, token)])
+    s = connect(d + "/c.sock")
     try:
-        s = connect(d + "/c.sock")
-        try:
-            s.sendall(b"request")
-            got = recv_all(s)
-        except (BrokenPipeError, ConnectionResetError):
-            got = b""
-        s.close()
-        assert got == b"", got
-        want = "upstream unavailable: every candidate failed: wrong peer: tcp:127.0.0.1:%d sent nothing within " \
-            "300ms" % pa
-        wait_for(lambda: want in jump.text(), what="the summary in the jump relay's log")
-        line = [ln for ln in jump.text().splitlines() if want in ln]
-        assert len(line) == 1 and "; connect tcp:127.0.0.1:%d: Connection refused" % pb in line[0], jump.text()
-        wait_for(lambda: "could not reach its upstream: every candidate failed: wrong peer: tcp:127.0.0.1:%d" % pa
-                 in cont.text(), what="the summary as the reason the container relay got")
-        rc, out, err = run_sockferry(["check", "--link-only", "-F", "x:unix:%s/x.sock=tcp:127.0.0.1:%d|"
-                                      "tcp:127.0.0.1:%d,auth=token,token-file=%s,handshake-timeout=300ms"
-                                      % (d, pa, pb, token)])
-        lines = out.splitlines()
-        assert rc == 1 and len(lines) == 2, (rc, out, err)
-        assert lines[0].startswith("x: FAIL wrong peer: tcp:127.0.0.1:%d" % pa), out
-        assert lines[1].startswith("x: FAIL connect tcp:127.0.0.1:%d: Connection refused" % pb), out
-    finally:
-        cont.stop()
-        jump.stop()
-        silent.stop()
-        shutil.rmtree(d)
+        s.sendall(b"request")
+        got = recv_all(s)
+    except (BrokenPipeError, ConnectionResetError):
+        got = b""
+    s.close()
+    assert got == b"", got
+    want = "upstream unavailable: every candidate failed: wrong peer: tcp:127.0.0.1:%d sent nothing within " \
+        "300ms" % pa
+    wait_for(lambda: want in jump.text(), what="the summary in the jump relay's log")
+    line = [ln for ln in jump.text().splitlines() if want in ln]
+    assert len(line) == 1 and "; connect tcp:127.0.0.1:%d: Connection refused" % pb in line[0], jump.text()
+    wait_for(lambda: "could not reach its upstream: every candidate failed: wrong peer: tcp:127.0.0.1:%d" % pa
+             in cont.text(), what="the summary as the reason the container relay got")
+    rc, out, err = run_sockferry(["check", "--link-only", "-F", "x:unix:%s/x.sock=tcp:127.0.0.1:%d|"
+                                  "tcp:127.0.0.1:%d,auth=token,token-file=%s,handshake-timeout=300ms"
+                                  % (d, pa, pb, token)])
+    lines = out.splitlines()
+    assert rc == 1 and len(lines) == 2, (rc, out, err)
+    assert lines[0].startswith("x: FAIL wrong peer: tcp:127.0.0.1:%d" % pa), out
+    assert lines[1].startswith("x: FAIL connect tcp:127.0.0.1:%d: Connection refused" % pb), out
 
 
-def fake_hello_server(port, got, done):
-    """Accepts one connection, sends a valid-looking sockferry/1 hello, never a status, and
-    counts what arrives until the relay closes the link."""
-    ls = socket.socket()
+def fake_hello_server(sc, port, got, done):
+    """Accepts one connection on 127.0.0.1:port, sends a valid-looking sockferry/1 hello, never
+    a status, and counts what arrives until the relay closes the link; done is set then. The
+    listener and the connection are closed at the end of sc at the latest."""
+    ls = sc.closing(socket.socket())
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     ls.bind(("127.0.0.1", port))
     ls.listen(4)
 
-    def serve():
-        c, _ = ls.accept()
+    def serve(c):
+        # one connection only: the accepting thread (this one) ends on the closed listener
         ls.close()
-        c.settimeout(30)
-        c.sendall(b"SFRY\x01" + os.urandom(32))
         try:
+            c.settimeout(30)
+            c.sendall(b"SFRY\x01" + os.urandom(32))
             while True:
                 b = c.recv(1 << 20)
                 if not b:
                     break
                 got[0] += len(b)
-        except OSError:
-            pass
-        c.close()
-        done.set()
+        finally:
+            c.close()
+            done.set()
 
-    t = threading.Thread(target=serve)
-    t.start()
-    return t
+    sc.serve(ls, serve, threaded=False)
 
 
-def test_a_fake_server_gets_at_most_the_early_bytes():
+def test_a_fake_server_gets_at_most_the_early_bytes(sc):
     """Finding b: a peer that greets as a relay but holds no token, and never sends a status,
     gets the client frame and at most 16 KiB of the client's stream, however much it sends."""
-    d = tmpdir()
+    d = sc.tmpdir()
     token = keygen(d)
     port = free_port()
     got, done = [0], threading.Event()
-    t = fake_hello_server(port, got, done)
-    cont = Relay(["relay", "-F", "cont:unix:%s/c.sock=tcp:127.0.0.1:%d,auth=token,token-file=%s,"
-                  "handshake-timeout=500ms,connect-timeout=500ms" % (d, port, token)])
-    try:
-        s = connect(d + "/c.sock", timeout=30)
-        sent = 0
-        chunk = b"s" * 65536
-        s.settimeout(0.2)
-        # The client writes as long as the relay takes its bytes, and until the link is gone.
-        while not done.is_set():
-            try:
-                sent += s.send(chunk)
-            except socket.timeout:
-                continue
-            except OSError:
-                break
-        s.close()
-        t.join(30)
-        print("# the client wrote %d bytes, the fake server received %d" % (sent, got[0]))
-        assert got[0] <= CLIENT_FRAME + EARLY_MAX, "the fake server got %d bytes" % got[0]
-        assert got[0] >= CLIENT_FRAME, "not even the client frame arrived: %d" % got[0]
-        assert "did not confirm the link in time" in cont.text(), cont.text()
-    finally:
-        cont.stop()
-        shutil.rmtree(d)
+    fake_hello_server(sc, port, got, done)
+    cont = sc.relay(["relay", "-F", "cont:unix:%s/c.sock=tcp:127.0.0.1:%d,auth=token,token-file=%s,"
+                     "handshake-timeout=500ms,connect-timeout=500ms" % (d, port, token)])
+    s = sc.closing(connect(d + "/c.sock", timeout=30))
+    sent = 0
+    chunk = b"s" * 65536
+    s.settimeout(0.2)
+    # The client writes as long as the relay takes its bytes, and until the link is gone.
+    while not done.is_set():
+        try:
+            sent += s.send(chunk)
+        except socket.timeout:
+            continue
+        except OSError:
+            break
+    s.close()
+    done.wait(30)
+    print("# the client wrote %d bytes, the fake server received %d" % (sent, got[0]))
+    assert got[0] <= CLIENT_FRAME + EARLY_MAX, "the fake server got %d bytes" % got[0]
+    assert got[0] >= CLIENT_FRAME, "not even the client frame arrived: %d" % got[0]
+    assert "did not confirm the link in time" in cont.text(), cont.text()
 
 
 # Connects to 127.0.0.1:argv[1] as a peer without the token again and again for argv[2]
@@ -262,82 +228,66 @@ print("done", flush=True)
 """
 
 
-def test_a_refused_peer_pushing_data_does_not_stall_other_clients():
+def test_a_refused_peer_pushing_data_does_not_stall_other_clients(sc):
     """Finding a: after its refused handshake a peer without the token keeps pushing. The
     relay drains it in bounded turns, so 400 round trips of a good client through the same
     relay finish while the 20 s flood still runs (measured on a 2-core machine: about 3 s; before
     the fix each drain held the loop while the flooder kept up, and the flood ended first)."""
     if VALGRIND:
         raise Skip("compares the progress of two clients: under valgrind the flood alone saturates the relay")
-    d = tmpdir()
+    d = sc.tmpdir()
     token = keygen(d)
     port = free_port()
-    srv = Server("echo", d + "/service.sock")
-    host = host_relay(d, port, token)
-    cont = Relay(["relay", "-F", "cont:unix:%s/c.sock=tcp:127.0.0.1:%d,auth=token,token-file=%s" % (d, port, token)])
-    flood = None
-    try:
-        flood = subprocess.Popen([sys.executable, "-c", FLOODER, str(port), "20", "8"], stdout=subprocess.PIPE)
-        assert flood.stdout.readline() == b"flooding\n", "the flooder never got its refusal"
-        s = connect(d + "/c.sock", timeout=60)
-        for i in range(400):
-            msg = b"round trip %03d" % i
-            s.sendall(msg)
-            assert s.recv(len(msg), socket.MSG_WAITALL) == msg
-        s.close()
-        assert flood.poll() is None, "the flood ended before 400 round trips of a good client did"
-        assert "auth rejected" in host.text()
-    finally:
-        if flood:
-            flood.kill()
-            flood.wait()
-            flood.stdout.close()
-        cont.stop()
-        host.stop()
-        srv.stop()
-        shutil.rmtree(d)
+    sc.server("echo", d + "/service.sock")
+    host = host_relay(sc, d, port, token)
+    sc.relay(["relay", "-F", "cont:unix:%s/c.sock=tcp:127.0.0.1:%d,auth=token,token-file=%s" % (d, port, token)])
+    flood = sc.popen([sys.executable, "-c", FLOODER, str(port), "20", "8"], stdout=subprocess.PIPE)
+    assert flood.stdout.readline() == b"flooding\n", "the flooder never got its refusal"
+    s = sc.closing(connect(d + "/c.sock", timeout=60))
+    for i in range(400):
+        msg = b"round trip %03d" % i
+        s.sendall(msg)
+        assert s.recv(len(msg), socket.MSG_WAITALL) == msg
+    s.close()
+    assert flood.poll() is None, "the flood ended before 400 round trips of a good client did"
+    assert "auth rejected" in host.text()
 
 
-def full_backlog_listener():
+def full_backlog_listener(sc):
     """A TCP listener whose accept queue is full: a new connect to it stays in progress (the
-    kernel drops its SYNs). Returns the port and the sockets to close."""
+    kernel drops its SYNs). Returns the port; the sockets are closed at the end of sc."""
+    held = sc.closing([])
     ls = socket.socket()
+    held.append(ls)
     ls.bind(("127.0.0.1", 0))
     ls.listen(0)
     port = ls.getsockname()[1]
-    held = [ls]
     for _ in range(4):
         c = socket.socket()
+        held.append(c)
         c.setblocking(False)
         c.connect_ex(("127.0.0.1", port))
-        held.append(c)
-    return port, held
+    return port
 
 
-def test_a_client_that_hangs_up_drops_its_dial():
+def test_a_client_that_hangs_up_drops_its_dial(sc):
     """Finding k: a client that sent a byte and then closed fully no longer holds its dial
     (and two descriptors) until connect-timeout."""
     if ENGINE == "portable":
         raise Skip("libuv reports a client's full hang-up as an EOF only, which a half-close gives too: "
                    "the portable engine keeps the dial until it connects or connect-timeout")
-    d = tmpdir()
-    port, held = full_backlog_listener()
-    r = Relay(["relay", "-v", "-F", "k:unix:%s/k.sock=tcp:127.0.0.1:%d,connect-timeout=120s" % (d, port)])
-    try:
-        base = r.fds()
-        for i in range(3):
-            s = connect(d + "/k.sock")
-            s.sendall(b"x")
-            wait_for(lambda: r.fds() == base + 2, what="the relay dialling for client %d" % i)
-            s.close()
-            wait_for(lambda: r.fds() == base, what="the dial dropped after client %d hung up" % i)
-        assert r.text().count("the client hung up while its upstream was being dialed") == 3, r.text()
-    finally:
-        r.stop()
-        for s in held:
-            s.close()
-        shutil.rmtree(d)
+    d = sc.tmpdir()
+    port = full_backlog_listener(sc)
+    r = sc.relay(["relay", "-v", "-F", "k:unix:%s/k.sock=tcp:127.0.0.1:%d,connect-timeout=120s" % (d, port)])
+    base = r.fds()
+    for i in range(3):
+        s = connect(d + "/k.sock")
+        s.sendall(b"x")
+        wait_for(lambda: r.fds() == base + 2, what="the relay dialling for client %d" % i)
+        s.close()
+        wait_for(lambda: r.fds() == base, what="the dial dropped after client %d hung up" % i)
+    assert r.text().count("the client hung up while its upstream was being dialed") == 3, r.text()
 
 
 if __name__ == "__main__":
-    sys.exit(Tap([v for k, v in list(globals().items()) if k.startswith("test_")]).run())
+    sftap.main(sftap.tests_of(globals()), fixture=Scene)
