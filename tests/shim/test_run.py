@@ -143,6 +143,23 @@ def children(pid):
         return []
 
 
+def running(pid, argv):
+    """The children of pid that run argv. The process start() returns is the setup shell
+    before it is sockferry, and the shell's children (ip, mount) are not the payload; nor is
+    sockferry's child until it has exec'd, its command line is sockferry's till then. A payload
+    running means sockferry has set up its signal handling, which comes before the spawn."""
+    want = "".join(a + "\0" for a in argv).encode()
+    found = []
+    for k in children(pid):
+        try:
+            with open("/proc/%d/cmdline" % k, "rb") as f:
+                if f.read() == want:
+                    found.append(k)
+        except FileNotFoundError:
+            pass
+    return found
+
+
 def system_library():
     """A harmless shared library to stand in for the preload library: the real one is
     tested by the preload tests, and a sanitizer build of it cannot load into a payload."""
@@ -486,8 +503,7 @@ sys.exit(9)
 
 def test_sigterm_reaches_the_payload_and_exits_143_promptly(c):
     p = c.start(["run", "-F", c.forward(), "--", "sleep", "30"])
-    wait_for(lambda: children(p.pid), 5, "the payload to start")
-    time.sleep(0.1)
+    wait_for(lambda: running(p.pid, ["sleep", "30"]), 5, "the payload to start")
     t0 = time.monotonic()
     p.send_signal(signal.SIGTERM)
     try:
