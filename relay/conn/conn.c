@@ -312,6 +312,13 @@ static void on_timer_closed(uv_handle_t *h) {
 void sf_conn_close(struct sf_conn *c, const char *reason) {
         if (!c || c->state == ST_CLOSED)
                 return;
+        /* A client that never got an answer gets an end, not a reset: what it sent is read
+         * (a little of it: a flood is reset all the same) so that the close is a FIN. */
+        if (c->state != ST_RELAYING && c->state != ST_LINGER && !c->stream[CLIENT]) {
+                char sink[16384];
+                for (int i = 0; i < 4 && sf_side_recv(c, CLIENT, sink, sizeof sink) > 0; i++)
+                        ;
+        }
         c->state = sf_conn_next_state(c->state, EV_CLOSE);
         if (reason)
                 sf_log(SF_LOG_DEBUG, fname(c), c->id, "closed: %s", reason);

@@ -251,8 +251,12 @@ static void on_link_state(struct sf_link_waiter *w, struct sf_link *l) {
         enum sf_link_state st = sf_link_state(l);
         if (st == SF_LINK_CONNECTING)
                 return;
-        if (st == SF_LINK_DOWN && c->tries + 1 >= c->fwd->conf->n_connect)
-                return; /* the last candidate: wait for the next attempt, until connect-timeout */
+        if (st == SF_LINK_DOWN && c->tries + 1 >= c->fwd->conf->n_connect) {
+                struct sf_link_stats ls;
+                sf_link_stats_get(l, &ls);
+                if (!ls.refused)
+                        return; /* the last candidate: wait for the next attempt, until connect-timeout */
+        }
         link_wait_cancel(c);
         if (st == SF_LINK_DOWN) {
                 link_down_failed(c, l);
@@ -277,12 +281,18 @@ static bool link_dial(struct sf_conn *c) {
         case SF_LINK_OLD_PEER:
         case SF_LINK_CLOSED:
                 return false; /* a relay from before links: one connection per client */
-        case SF_LINK_DOWN:
-                if (c->tries + 1 < c->fwd->conf->n_connect) {
+        case SF_LINK_DOWN: {
+                /* Another candidate is tried at once; so is the end when the host refused the
+                 * link (its answer will be the same): only a link that may come back in time
+                 * (refused connections, a restart) is waited for. */
+                struct sf_link_stats st;
+                sf_link_stats_get(l, &st);
+                if (st.refused || c->tries + 1 < c->fwd->conf->n_connect) {
                         link_down_failed(c, l);
                         return true;
                 }
                 break;
+        }
         case SF_LINK_CONNECTING:
                 break;
         }

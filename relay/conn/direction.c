@@ -51,7 +51,7 @@ void sf_side_init(struct sf_conn *c) {
 
 void sf_side_attach_stream(struct sf_conn *c, int side, struct sf_mux_stream *s) {
         c->stream[side] = s;
-        /* No splice into or out of a stream: both directions copy. */
+        /* A stream has no descriptor to move bytes in the kernel with: both directions copy. */
         c->dir[side].copy_only = c->dir[1 - side].copy_only = true;
         c->wr[side] = true;
         sf_mux_stream_watch(s, on_stream_ev, &c->sev[side]);

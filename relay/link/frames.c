@@ -163,10 +163,7 @@ int sf_hs_service_verify(const uint8_t *in, size_t len, const struct sf_hs_key *
         return 0;
 }
 
-/* Copies reason into out as printable ASCII, at most SF_HS_REASON_MAX bytes: receivers show
- * any other byte as '?', so the dashes of our own messages (U+2013, U+2014) become '-' and
- * any other UTF-8 sequence one '?'. Returns the length. */
-static size_t reason_ascii(uint8_t *out, const char *reason) {
+size_t sf_hs_reason_ascii(uint8_t *out, const char *reason) {
         size_t o = 0;
         for (const unsigned char *p = (const unsigned char *)reason; *p && o < SF_HS_REASON_MAX; o++) {
                 if (*p >= 0x20 && *p < 0x7f) {
@@ -184,7 +181,7 @@ static size_t reason_ascii(uint8_t *out, const char *reason) {
 
 size_t sf_hs_status_build(uint8_t *out, const struct sf_hs_key *key, const uint8_t snonce[SF_HS_NONCE_LEN],
                           const uint8_t cnonce[SF_HS_NONCE_LEN], enum sf_hs_status status, const char *reason) {
-        size_t rlen = reason ? reason_ascii(out + 2, reason) : 0;
+        size_t rlen = reason ? sf_hs_reason_ascii(out + 2, reason) : 0;
 
         out[0] = (uint8_t)status;
         out[1] = (uint8_t)rlen;

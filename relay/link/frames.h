@@ -101,6 +101,11 @@ int sf_hs_service_verify(const uint8_t *in, size_t len, const struct sf_hs_key *
 /* Whether name may be a service name. */
 bool sf_hs_service_valid(const char *name);
 
+/* Copies reason into out as printable ASCII, at most SF_HS_REASON_MAX bytes: receivers show
+ * any other byte as '?', so the dashes of our own messages (U+2013, U+2014) become '-' and
+ * any other UTF-8 sequence one '?'. Returns the length (out is not NUL-terminated). */
+size_t sf_hs_reason_ascii(uint8_t *out, const char *reason);
+
 /* Writes a status frame to out (room for SF_HS_STATUS_MAX bytes) and returns its length; reason
  * (NULL for none) goes on the wire as printable ASCII (an en or em dash as '-', any other non-ASCII
  * character as '?'), cut at SF_HS_REASON_MAX bytes. Frames sent before the client is authenticated

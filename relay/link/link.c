@@ -22,6 +22,8 @@
 #define BACKOFF_MAX_MS 5000
 /* A ping unanswered for this many keepalive periods ends the link. */
 #define PINGS_MISSED_MAX 2
+/* How much of a wrong peer's first bytes its message quotes. */
+#define WRONG_PEER_QUOTE 40
 
 enum phase { PH_NONE, PH_RESOLVE, PH_CONNECT, PH_HELLO, PH_STATUS, PH_MUX };
 
@@ -83,6 +85,7 @@ struct sf_link {
         uint64_t reconnects;
         uint64_t bytes_in, bytes_out;
         uint64_t streams_total_before; /* of the links before this one */
+        bool refused; /* the last attempt was refused by the peer (see link_refused) */
 };
 
 static void link_down(struct sf_link *l, const char *cause);
@@ -406,6 +409,10 @@ static int read_start(struct sf_link *l) {
 
 /* ---- the client's handshake ---------------------------------------------------------------- */
 
+static void link_refused(struct sf_link *l, const char *msg);
+
+/* Something that accepted and then said nothing in time is no relay that will answer the next
+ * attempt either: a refusal as much as a wrong greeting is. */
 static void on_hs_timeout(uv_timer_t *t) {
         struct sf_link *l = t->data;
         char msg[300];
@@ -413,7 +420,7 @@ static void on_hs_timeout(uv_timer_t *t) {
                 sf_link_hello_timeout(l->p->handshake_timeout_ms, l->p->name, msg, sizeof msg);
         else
                 sf_link_status_timeout(l->p->name, msg, sizeof msg);
-        link_down(l, msg);
+        link_refused(l, msg);
 }
 
 static void on_frame_written(uv_write_t *req, int status) {
@@ -423,6 +430,14 @@ static void on_frame_written(uv_write_t *req, int status) {
                 snprintf(why, sizeof why, "sending the client frame: %s", uv_strerror(status));
                 link_down(l, why);
         }
+}
+
+/* The peer answered, and not as a relay holding our token does (wrong peer, version
+ * mismatch, auth rejected): clients waiting for this link are told now rather than at their
+ * connect-timeout, as the next attempt will most likely say the same. */
+static void link_refused(struct sf_link *l, const char *msg) {
+        l->refused = true;
+        link_down(l, msg);
 }
 
 static void handshake_input(struct sf_link *l, const uint8_t *data, size_t n) {
@@ -439,8 +454,13 @@ static void handshake_input(struct sf_link *l, const uint8_t *data, size_t n) {
                 if (l->phase == PH_HELLO) {
                         size_t cmp = l->hs_len < SF_HS_MAGIC_LEN ? l->hs_len : SF_HS_MAGIC_LEN;
                         if (memcmp(l->hs, SF_HS_MAGIC, cmp) != 0) {
+                                /* Quote a little more than a greeting's length: a banner such
+                                 * as SSH's is recognisable by its first 40 bytes. */
+                                size_t more = WRONG_PEER_QUOTE - l->hs_len < n ? WRONG_PEER_QUOTE - l->hs_len : n;
+                                memcpy(l->hs + l->hs_len, data, more);
+                                l->hs_len += more;
                                 sf_link_wrong_peer(l->hs, l->hs_len, l->p->name, msg, sizeof msg);
-                                link_down(l, msg);
+                                link_refused(l, msg);
                                 return;
                         }
                         if (l->hs_len < SF_HS_HELLO_LEN)
@@ -449,12 +469,12 @@ static void handshake_input(struct sf_link *l, const uint8_t *data, size_t n) {
                         int r = sf_hs_hello_parse(l->hs, l->snonce, &version);
                         if (r == -EPROTONOSUPPORT) {
                                 sf_link_version_mismatch(version, l->p->name, msg, sizeof msg);
-                                link_down(l, msg);
+                                link_refused(l, msg);
                                 return;
                         }
                         if (r < 0) {
                                 sf_link_wrong_peer(l->hs, l->hs_len, l->p->name, msg, sizeof msg);
-                                link_down(l, msg);
+                                link_refused(l, msg);
                                 return;
                         }
                         sf_hs_nonce_new(l->cnonce);
@@ -489,7 +509,7 @@ static void handshake_input(struct sf_link *l, const uint8_t *data, size_t n) {
                         return;
                 }
                 if (sf_link_status_explain(r, st, reason, l->p->name, l->p->token_file, msg, sizeof msg) != SF_LINK_OK) {
-                        link_down(l, msg);
+                        link_refused(l, msg);
                         return;
                 }
                 uv_timer_stop(&l->timer);
@@ -710,6 +730,7 @@ static void vsock_dial(struct sf_link *l) {
 }
 
 static void dial(struct sf_link *l) {
+        l->refused = false;
         set_state(l, SF_LINK_CONNECTING, l->cause);
         l->phase = PH_RESOLVE;
         uv_timer_start(&l->timer, on_dial_timeout, l->p->connect_timeout_ms, 0);
@@ -847,6 +868,7 @@ void sf_link_stats_get(const struct sf_link *l, struct sf_link_stats *st) {
         st->reconnects = l->reconnects;
         st->bytes_in = l->bytes_in;
         st->bytes_out = l->bytes_out;
+        st->refused = l->refused;
         snprintf(st->cause, sizeof st->cause, "%s", l->cause);
 }
 

@@ -64,6 +64,7 @@ struct sf_link_stats {
         uint64_t reconnects; /* times it came up again after having been up */
         uint64_t bytes_in, bytes_out;
         char cause[256]; /* why it is not up ("" when it is) */
+        bool refused;    /* down because the peer refused it (wrong peer, version, token) */
 };
 
 /* Client: a link to p->ep, dialed now. p and what it points to must outlive the link. 0 or

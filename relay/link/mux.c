@@ -624,14 +624,12 @@ static int answer(struct sf_mux_stream *s, enum sf_mux_status status, const char
         s->answered = true;
         char st[8];
         snprintf(st, sizeof st, "%d", (int)status);
-        char why[SF_MUX_REASON_MAX + 1];
-        size_t wn = 0;
-        for (const char *p = reason ? reason : ""; *p && wn < SF_MUX_REASON_MAX; p++)
-                why[wn++] = (unsigned char)*p >= 0x20 && (unsigned char)*p < 0x7f ? *p : '?';
-        why[wn] = '\0';
+        uint8_t why[SF_MUX_REASON_MAX + 1];
+        /* What the handshake's status frames carry: printable ASCII, our dashes as '-'. */
+        size_t wn = sf_hs_reason_ascii(why, reason ? reason : "");
         nghttp2_nv nv[2] = {
                 { (uint8_t *)H_STATUS, (uint8_t *)st, sizeof H_STATUS - 1, strlen(st), NGHTTP2_NV_FLAG_NO_COPY_NAME },
-                { (uint8_t *)H_REASON, (uint8_t *)why, sizeof H_REASON - 1, wn, NGHTTP2_NV_FLAG_NO_COPY_NAME },
+                { (uint8_t *)H_REASON, why, sizeof H_REASON - 1, wn, NGHTTP2_NV_FLAG_NO_COPY_NAME },
         };
         int r;
         if (status == SF_MUX_OK) {
