@@ -1,6 +1,7 @@
 #!/bin/bash
 # The bash completion, sourced into a plain bash (no bash-completion package needed).
-# Usage: test_completion.sh COMPLETION_FILE     (TAP output)
+# Usage: test_completion.sh COMPLETION_FILE TABLE     (TAP output; TABLE:
+#        packaging/completions/sockferry.cli, the commands it must offer)
 set -u
 # shellcheck source=/dev/null
 source "$1" || { echo "1..1"; echo "not ok 1 - $1 sources"; exit 1; }
@@ -35,7 +36,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 touch "$tmp/host.conf" "$tmp/hosts"
 
-echo "1..10"
+commands=$(awk '$1 == "command" {print $2}' "$2" | sort | paste -sd' ' -)
+echo "1..14"
 expect "sockferry re<TAB> gives relay" "relay" -- sockferry re
 expect "sockferry k<TAB> gives keygen" "keygen" -- sockferry k
 expect "sockferry --v<TAB> gives --version" "--version" -- sockferry --v
@@ -46,4 +48,13 @@ expect "-F is free text until a ','" "" -- sockferry relay -F dock
 expect "-F ...,auth<TAB> offers the key" "d:unix:/a=tcp:h:1,auth=" -- sockferry relay -F "d:unix:/a=tcp:h:1,aut"
 expect "stats --format <TAB>" "json" -- sockferry stats --format j
 expect "keygen --f<TAB> gives --force" "--force" -- sockferry keygen --f
+expect "help re<TAB> gives relay" "relay" -- sockferry help re
+expect "check --p<TAB> gives --pid" "--pid" -- sockferry check --p
+complete_words sockferry run -c x -- ech
+n=$((n + 1))
+if [[ " ${COMPREPLY[*]} " == *" echo "* ]]; then echo "ok $n - run -- ech<TAB> offers echo"; else echo "not ok $n - run -- ech<TAB> offers echo: got '${COMPREPLY[*]}'"; failed=1; fi
+complete_words sockferry ""
+got=$(printf '%s\n' "${COMPREPLY[@]}" | sort | paste -sd' ' -)
+n=$((n + 1))
+if [[ $got == "$commands" ]]; then echo "ok $n - sockferry <TAB> offers every command of the table"; else echo "not ok $n - sockferry <TAB>: got '$got', the table has '$commands'"; failed=1; fi
 exit $failed
