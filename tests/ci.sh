@@ -70,9 +70,11 @@ SF_WINDOWS_OUT=$PWD/build-windows stage $SUDO ${SUDO:+-E} tests/windows/ci-stage
 # The release (issue 26): packaging/release.sh VERSION OUTDIR with the builds above (static,
 # macOS, Windows, .deb), every artifact checked, the Homebrew formula built and tested from the
 # release tarball under a stand-in for Homebrew (tests/packaging/release-stage.sh).
-deb=$(ls "$PWD"/build-deb/sockferry_*.deb)
-SF_RELEASE_STATIC=$PWD/build-static SF_RELEASE_MACOS=$PWD/build-macos SF_RELEASE_WINDOWS=$PWD/build-windows \
-        SF_RELEASE_DEB=$deb stage tests/packaging/release-stage.sh "$PWD/build-release"
+# A stage that was skipped left no build to reuse: release.sh then makes its own.
+release_env=(SF_RELEASE_STATIC="$PWD/build-static" SF_RELEASE_DEB="$(ls "$PWD"/build-deb/sockferry_*.deb)")
+[ ! -f "$PWD/build-macos/sockferry-universal" ] || release_env+=(SF_RELEASE_MACOS="$PWD/build-macos")
+[ ! -f "$PWD/build-windows/sockferry.exe" ] || release_env+=(SF_RELEASE_WINDOWS="$PWD/build-windows")
+stage env "${release_env[@]}" tests/packaging/release-stage.sh "$PWD/build-release"
 # Containers: the images built and run in Debian's docker.io against a host relay, compose and
 # the Kubernetes sidecar's settings (exit 77: skipped, dockerd cannot start here; it says why).
 stage $SUDO tests/containers/ci-stage.sh
