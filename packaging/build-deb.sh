@@ -4,9 +4,35 @@
 # as ./debian, then dpkg-buildpackage -us -uc -b and lintian (errors fail).
 # Usage: packaging/build-deb.sh [OUTDIR]       (default: ./build-deb; set DEB_BUILD_OPTIONS=nocheck
 #        to skip the package's own test run)
+#
+# What the copy gets that the tree does not hold:
+#   debian/inject/linux-{x86_64,aarch64}/sockferry, the static binaries `attach --inject` uses:
+#     from SF_STATIC_DIR (packaging/linux/build-static.sh's OUTDIR) when it is set, else built
+#     here with build-static.sh (incremental, in its cache);
+#   the Maintainer field and debian/changelog: the version is meson.build's, the maintainer
+#     SF_MAINTAINER ("Name <email>"), else DEBFULLNAME and DEBEMAIL, else git's user.name and
+#     user.email; the date is the last commit's (SOURCE_DATE_EPOCH, when set).
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 out=$(realpath -m "${1:-$src/build-deb}")
+version=$(meson introspect --projectinfo "$src/meson.build" | python3 -c 'import json, sys; print(json.load(sys.stdin)["version"])')
+maintainer=${SF_MAINTAINER:-}
+if [ -z "$maintainer" ] && [ -n "${DEBFULLNAME:-}" ] && [ -n "${DEBEMAIL:-}" ]; then
+        maintainer="$DEBFULLNAME <$DEBEMAIL>"
+fi
+if [ -z "$maintainer" ] && git -C "$src" config user.email >/dev/null; then
+        maintainer="$(git -C "$src" config user.name) <$(git -C "$src" config user.email)>"
+fi
+[ -n "$maintainer" ] || {
+        echo "build-deb: who maintains this package? Set SF_MAINTAINER='Name <email>' (or DEBFULLNAME and DEBEMAIL, or git's user.name and user.email)" >&2
+        exit 1; }
+if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then
+        date=$(date -u -R -d "@$SOURCE_DATE_EPOCH")
+elif git -C "$src" rev-parse HEAD >/dev/null 2>&1; then
+        date=$(date -u -R -d "@$(git -C "$src" log -1 --format=%ct)")
+else
+        date=$(date -u -R)
+fi
 work=$(mktemp -d /tmp/sockferry-deb.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 tree="$work/sockferry"
@@ -24,6 +50,24 @@ else
 fi
 rm -rf "$tree/debian"
 cp -a "$src/packaging/debian" "$tree/debian"
+sed -i "s|^Priority: .*|&\nMaintainer: $maintainer|" "$tree/debian/control"
+cat >"$tree/debian/changelog" <<EOF
+sockferry ($version) unstable; urgency=medium
+
+  * sockferry $version, built from the source tree by packaging/build-deb.sh.
+
+ -- $maintainer  $date
+EOF
+
+static=${SF_STATIC_DIR:-$work/static}
+if [ -z "${SF_STATIC_DIR:-}" ]; then
+        "$src/packaging/linux/build-static.sh" --source "$src" "$static" >"$work/static.log" 2>&1 || {
+                cat "$work/static.log" >&2; echo "build-deb: packaging/linux/build-static.sh failed" >&2; exit 1; }
+fi
+for arch in x86_64 aarch64; do
+        [ -x "$static/linux-$arch/sockferry" ] || { echo "build-deb: $static/linux-$arch/sockferry is missing" >&2; exit 1; }
+        install -D -m 0755 "$static/linux-$arch/sockferry" "$tree/debian/inject/linux-$arch/sockferry"
+done
 
 log="$out/dpkg-buildpackage.log"
 if ! (cd "$tree" && dpkg-buildpackage -us -uc -b) >"$log" 2>&1; then

@@ -14,6 +14,12 @@ pkgs=(
         cmake # tests/sandbox/ci-stage.sh: libuv 1.50 from trixie's source package (dpkg-dev above)
         # tests/windows/ci-stage.sh: sockferry.exe and its test program run under Wine (64-bit)
         wine64
+        # packaging/linux/build-static.sh: the aarch64 static binary, cross-built with Debian's
+        # compiler and run under qemu (static-chroot.sh, deb-install.sh, release-stage.sh)
+        gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static
+        # completions tested in each shell; the Kubernetes manifests and compose.yaml read with
+        # python3-yaml (tests/packaging); ssh-agent for doc/MACOS.md §5 (containers stage)
+        zsh fish python3-yaml openssh-client
 )
 # The cross-build's toolchain comes from npm; a nodejs from elsewhere may carry its own npm.
 command -v npm >/dev/null || pkgs+=(npm)

@@ -25,7 +25,7 @@
 #define BANNER_MAX 40
 
 static void help(void) {
-        fputs("Usage: sockferry check [-c FILE] [-F SPEC]... [--timeout 5s] [--link-only]\n"
+        fputs("Usage: sockferry check [-c FILE] [-F SPEC]... [--pid PID] [--timeout 5s] [--link-only]\n"
               "\n"
               "Probe every forward end to end: its own listening socket must be live (a relay serves\n"
               "it), and its candidates are tried in order as a connection tries them, until one answers;\n"
@@ -35,6 +35,8 @@ static void help(void) {
               "\n"
               "  -c, --config FILE   INI configuration\n"
               "  -F, --forward SPEC  NAME:LISTEN=CONNECT[|CONNECT...][,key=value]... (repeatable)\n"
+              "      --pid PID       check the forwards of the sockferry relay or run with this process\n"
+              "                      id, as its -c, -F and -u give them (Linux: /proc/PID/cmdline)\n"
               "      --timeout DUR   time allowed per candidate, connect and handshake (default 5s; the\n"
               "                      forward's connect-timeout and handshake-timeout bound each step too)\n"
               "      --link-only     check the link alone: a forward whose unix listen socket is not\n"
@@ -48,8 +50,8 @@ static void help(void) {
               "\n"
               "Exit status: 0 every forward is healthy, 1 otherwise, 64 usage, 78 configuration.\n"
               "\n"
-              "Example (Dockerfile):\n"
-              "  HEALTHCHECK --interval=30s --timeout=10s CMD [\"sockferry\", \"check\", \"-c\", \"/etc/sockferry.conf\"]\n",
+              "Example (Dockerfile; the entrypoint's own -c or -F, whichever it was given):\n"
+              "  HEALTHCHECK --interval=30s --timeout=10s CMD [\"sockferry\", \"check\", \"--pid\", \"1\"]\n",
               stdout);
 }
 
@@ -240,17 +242,98 @@ static int check_forward(const struct sf_conf *conf, const struct sf_forward *f,
         return ok ? 0 : 1;
 }
 
+/* --pid: the forwards of a running `sockferry relay` or `run`, taken from its command line
+ * (its -c, -F and -u), so that an image's HEALTHCHECK checks what its entrypoint was given,
+ * a file or -F forwards. The options are parsed as relay and run parse them; what else is
+ * there is skipped. o's file and specs then point into *cmdline, which the caller frees.
+ * Returns 0 or an exit status, logged: 1 the process cannot be read, 64 it is not sockferry
+ * relay or run. */
+static int pid_options(const char *arg, struct sf_cli_opts *o, char **cmdline, char **file) {
+        /* relay's and run's options, not check's (tests/docs/test_manpages.py knows the name). */
+        static const struct option relay_run_opts[] = {
+                SF_CLI_LONGOPTS,
+                { "user", required_argument, NULL, 'u' },
+                { "preload", required_argument, NULL, 0 },
+                { "no-preload", no_argument, NULL, 0 },
+                { "signal-group", no_argument, NULL, 0 },
+                {}
+        };
+        char *end, cwd[PATH_MAX];
+        size_t len;
+        errno = 0;
+        long pid = strtol(arg, &end, 10);
+        if (errno || end == arg || *end || pid <= 0)
+                return sf_cli_usage_error("check", "--pid %s: expected a process id, e.g. 1", arg);
+        if (sf_confsearch_cmdline(pid, cmdline, &len) < 0)
+                return 1;
+        /* The arguments end in '\0' each; the last one, too, unless the process rewrote them. */
+        int n = 0;
+        for (size_t i = 0; i < len; i++)
+                n += (*cmdline)[i] == '\0';
+        if ((*cmdline)[len - 1] != '\0')
+                return sf_cli_usage_error("check", "--pid %ld: its command line does not end as a program's does", pid);
+        char **pargv = calloc((size_t)n + 1, sizeof *pargv);
+        char **specs = realloc(o->specs, ((size_t)n + 1) * sizeof *specs);
+        if (!pargv || !specs) {
+                free(pargv);
+                if (specs)
+                        o->specs = specs;
+                sf_log_error("--pid %ld: out of memory", pid);
+                return 1;
+        }
+        o->specs = specs;
+        for (int i = 0, at = 0; i < n; i++) {
+                pargv[i] = *cmdline + at;
+                at += (int)strlen(pargv[i]) + 1;
+        }
+        if (n < 2 || (strcmp(pargv[1], "relay") != 0 && strcmp(pargv[1], "run") != 0)) {
+                int r = sf_cli_usage_error("check", "--pid %ld: not a sockferry relay or run (its command line starts "
+                                           "'%s%s%s'); give the process id of the relay, or -c/-F", pid, pargv[0],
+                                           n > 1 ? " " : "", n > 1 ? pargv[1] : "");
+                free(pargv);
+                return r;
+        }
+        int c, status = 0;
+        optind = 0;
+        while (status == 0 && (c = getopt_long(n - 1, pargv + 1, "+:" SF_CLI_SHORTOPTS "u:", relay_run_opts, NULL)) != -1) {
+                if (c == 'F') {
+                        o->specs[o->n_specs++] = optarg;
+                } else if (c == 'u') {
+                        o->user = optarg;
+                } else if (c == 'c' && optarg[0] == '/') {
+                        o->file = optarg;
+                } else if (c == 'c') {
+                        /* Relative to where the relay was started. */
+                        free(*file);
+                        *file = NULL;
+                        if (sf_confsearch_cwd(pid, cwd, sizeof cwd) < 0 || asprintf(file, "%s/%s", cwd, optarg) < 0) {
+                                sf_log_error("--pid %ld: its -c %s is a relative path; give check -c with the full "
+                                             "path instead", pid, optarg);
+                                *file = NULL;
+                                status = 1;
+                        } else {
+                                o->file = *file;
+                        }
+                }
+        }
+        free(pargv);
+        return status;
+}
+
 int sf_cmd_check(int argc, char **argv) {
-        enum { OPT_TIMEOUT = 256, OPT_LINK_ONLY };
+        enum { OPT_TIMEOUT = 256, OPT_LINK_ONLY, OPT_PID };
         static const struct option opts[] = {
                 SF_CLI_LONGOPTS,
                 { "timeout", required_argument, NULL, OPT_TIMEOUT },
                 { "link-only", no_argument, NULL, OPT_LINK_ONLY },
+                { "pid", required_argument, NULL, OPT_PID },
                 {}
         };
         struct sf_cli_opts o;
         uint64_t timeout_ms = DEFAULT_TIMEOUT_MS;
         bool link_only = false;
+        const char *pid = NULL;
+        char *cmdline = NULL, *pid_file = NULL;
         int c;
 
         if (sf_cli_opts_init(&o, argc) < 0)
@@ -266,6 +349,8 @@ int sf_cmd_check(int argc, char **argv) {
                                                        timeout_ms ? err : "expected a duration above 0, e.g. 5s");
                 } else if (c == OPT_LINK_ONLY) {
                         link_only = true;
+                } else if (c == OPT_PID) {
+                        pid = optarg;
                 } else if (c == 'h') {
                         help();
                         r = SF_CLI_EXIT_OK;
@@ -288,6 +373,20 @@ int sf_cmd_check(int argc, char **argv) {
                                                    : "");
         }
 
+        if (pid && (o.file || o.n_specs || o.user)) {
+                sf_cli_opts_free(&o);
+                return sf_cli_usage_error("check", "--pid takes the forwards from the running relay: give either "
+                                          "--pid or -c/-F, not both");
+        }
+        if (pid) {
+                int r = pid_options(pid, &o, &cmdline, &pid_file);
+                if (r != 0) {
+                        sf_cli_opts_free(&o);
+                        free(cmdline);
+                        free(pid_file);
+                        return r;
+                }
+        }
         char found[PATH_MAX], places[2 * PATH_MAX];
         if (!o.file && o.n_specs == 0)
                 o.file = sf_confsearch_find(found, sizeof found);
@@ -296,6 +395,8 @@ int sf_cmd_check(int argc, char **argv) {
         int status = sf_cli_conf_load(&conf, &o, false);
         bool test = o.test;
         sf_cli_opts_free(&o);
+        free(cmdline);
+        free(pid_file);
         if (status == 0 && conf.n_forwards == 0) {
                 sf_log_error("nothing to check: give a forward with -F NAME:LISTEN=CONNECT or a config file with a "
                              "[NAME] section (-c FILE; without -c and -F: %s)",

@@ -11,3 +11,16 @@
 const char *sf_confsearch_find(char *buf, size_t size);
 /* The paths looked at, for messages: "A, then B". */
 const char *sf_confsearch_places(char *buf, size_t size);
+
+/* The largest command line sf_confsearch_cmdline reads: far above any real one (Linux caps a
+ * single argument at 128 KiB), small enough to read in one piece. */
+#define SF_CONFSEARCH_CMDLINE_MAX (1024 * 1024)
+
+/* `check --pid`: the command line of process pid, its arguments each ending in '\0' as
+ * /proc/PID/cmdline has them, in *buf (*len bytes, freed by the caller). Returns 0 or -errno,
+ * logged: -ESRCH no such process, -E2BIG longer than SF_CONFSEARCH_CMDLINE_MAX, -ENOSYS a
+ * system without /proc. */
+int sf_confsearch_cmdline(long pid, char **buf, size_t *len);
+/* Its working directory, for a relative path on that command line (reading it takes the
+ * right to trace the process). Returns 0 or -errno, logged. */
+int sf_confsearch_cwd(long pid, char *cwd, size_t size);

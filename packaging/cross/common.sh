@@ -103,8 +103,8 @@ EOF
 }
 
 # ---- dependency sources ---------------------------------------------------------------------
-# deb-src lines for the Debian repositories the system already uses (same mirror and suites),
-# read from apt-cache policy, so a CI mirror or a snapshot configured there is used as is.
+# deb-src lines for the Debian repositories the system already uses (same mirror and suites).
+source "$cross_dir/debian-sources.sh"
 apt_dir=$cache/apt
 apt_opts=(-o "Dir::State=$apt_dir/state" -o "Dir::Cache=$apt_dir/cache"
         -o "Dir::Etc::SourceList=$apt_dir/sources.list" -o "Dir::Etc::SourceParts=$apt_dir/parts"
@@ -161,17 +161,12 @@ fetch_sources() {
         exit 1
 }
 cross_sources() {
-        local keyring=/usr/share/keyrings/debian-archive-keyring.gpg signed_by= pkg
+        local pkg
         if [ -n "$extra_sources" ] && [ ! -d "$extra_sources" ]; then
                 echo "$0: $sources_var=$extra_sources is not a directory" >&2; exit 1
         fi
         mkdir -p "$apt_dir/state/lists/partial" "$apt_dir/cache/archives/partial" "$apt_dir/parts" "$src_dir"
-        [ -r "$keyring" ] && signed_by="[signed-by=$keyring] "
-        apt-cache policy | awk -v sb="$signed_by" '
-                /^ *[0-9]+ [a-z+]+:\/\/[^ ]+ [^ ]+\/[^ ]+ [^ ]+ Packages$/ {
-                        split($3, s, "/"); repo = $2 " " s[1] " " s[2]; next }
-                /^ +release / && repo != "" && /o=Debian,/ { print "deb-src " sb repo }
-                { repo = "" }' | sort -u >"$apt_dir/sources.list.new"
+        debian_sources deb-src >"$apt_dir/sources.list.new"
         [ -s "$apt_dir/sources.list.new" ] || {
                 echo "$0: apt-cache policy lists no Debian repository: run apt-get update first" >&2; exit 1; }
         mv "$apt_dir/sources.list.new" "$apt_dir/sources.list"

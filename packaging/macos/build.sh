@@ -1,6 +1,7 @@
 #!/bin/bash
 # Cross-builds the macOS host side on Linux: OUTDIR/sockferry-x86_64 and OUTDIR/sockferry-arm64,
-# Mach-O executables linked statically against libuv, libsodium and inih built for the target.
+# Mach-O executables linked statically against libuv, libsodium and inih built for the target,
+# and OUTDIR/sockferry-universal, the two joined into one file by LLVM's lipo (Debian's llvm).
 #
 #   packaging/macos/build.sh [--source DIR] OUTDIR
 #
@@ -17,7 +18,9 @@ set -euo pipefail
 
 cross_os=macos cross_env=SF_MACOS
 cross_targets=(x86_64 aarch64)
-cross_tools=(llvm-nm)
+# llvm-lipo: Debian's llvm package has it versioned only (llvm-lipo-14).
+lipo=$(command -v llvm-lipo || command -v llvm-lipo-14 || echo llvm-lipo)
+cross_tools=(llvm-nm "$lipo")
 # meson knows a Mach-O linker by ld64's answers (an unknown --version, then a PROJECT:ld line
 # for -v) and then passes it ld64's options, which zig's linker takes; zig answers "zig ld
 # 0.11.0" instead, which meson 1.0 rejects, so the wrapper answers for it.
@@ -79,3 +82,16 @@ for t in "${cross_targets[@]}"; do
         mv "$out/sockferry-$a.new" "$out/sockferry-$a"
         say "$out/sockferry-$a: $desc"
 done
+
+# The universal file: both slices byte for byte (so the arm64 one keeps its signature), each at
+# the alignment its architecture's pages need (lipo: 2^12 for x86_64, 2^14 for arm64).
+"$lipo" -create "$out/sockferry-x86_64" "$out/sockferry-arm64" -output "$out/sockferry-universal.new"
+"$lipo" "$out/sockferry-universal.new" -verify_arch x86_64 arm64
+for a in x86_64 arm64; do
+        "$lipo" "$out/sockferry-universal.new" -thin "$a" -output "$out/sockferry-universal.$a"
+        cmp -s "$out/sockferry-universal.$a" "$out/sockferry-$a" || {
+                echo "$0: the $a slice of the universal file differs from sockferry-$a" >&2; exit 1; }
+        rm -f "$out/sockferry-universal.$a"
+done
+mv "$out/sockferry-universal.new" "$out/sockferry-universal"
+say "$out/sockferry-universal: $(file -b "$out/sockferry-universal" | sed 's/\\012- //g')"

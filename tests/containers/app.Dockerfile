@@ -5,7 +5,7 @@ RUN apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends curl \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=sockferry /usr/bin/sockferry /usr/bin/sockferry
-COPY --from=sockferry /usr/lib/x86_64-linux-gnu/sockferry/ /usr/lib/x86_64-linux-gnu/sockferry/
+COPY --from=sockferry /usr/lib/sockferry/ /usr/lib/sockferry/
 ENTRYPOINT ["sockferry", "run", "-c", "/etc/sockferry.conf", "--"]
 HEALTHCHECK --interval=5s --timeout=10s --start-period=10s --retries=3 \
-    CMD ["sockferry", "check", "-c", "/etc/sockferry.conf"]
+    CMD ["sockferry", "check", "--pid", "1"]

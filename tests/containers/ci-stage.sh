@@ -20,9 +20,13 @@
 #   native     the real host socket bind-mounted, same config: reached with the host relay down
 #   exit       docker stop -> drain, 143; no config -> 78; the payload's status passed on
 #   health     healthy -> host relay stopped -> unhealthy, reason in docker inspect -> healthy
-#   sidecar    packaging/kubernetes/sidecar.yaml's config, args and securityContext with the
-#              static image (--read-only --cap-drop ALL no-new-privileges); an app container as
-#              uid 1000 reaches the shared sockets
+#   sidecar    packaging/kubernetes/sidecar.yaml's containers (prepare, the static sidecar as
+#              uid 65532, the app as uid 1000) with their users, fsGroup and securityContext
+#              (--read-only --cap-drop ALL no-new-privileges) and kubelet's volume owners and
+#              modes; the manifest's probes; the app reaches the socket
+#   health -F  a container started with -F only (no config file) becomes healthy
+#   macos §5   doc/MACOS.md's container commands as written (an image with ssh-add from the
+#              project's; ssh-add -l lists the key of an ssh-agent on this machine)
 #   compose    docker-compose up of packaging/docker/compose.yaml as shipped -> healthy
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -37,7 +41,7 @@ skip() { printf 'containers: SKIP: %s\n' "$*"; exit 77; }
 
 # ---- packages: nothing may start at install time (PID 1 is not systemd here) ----
 need=()
-for p in docker.io docker-compose mmdebstrap python3-yaml curl; do
+for p in docker.io docker-compose mmdebstrap python3-yaml curl openssh-client; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
 done
 if ((${#need[@]})); then
@@ -64,7 +68,7 @@ W=$(mktemp -d /tmp/sockferry-containers.XXXXXX)
 export DOCKER_HOST="unix://$W/docker.sock"
 droot=/var/lib/sockferry-ci-docker.${W##*.}
 xroot=/run/sockferry-ci-docker.${W##*.}
-dockerd_pid="" relay_pid="" service_pid="" made_key="" made_dirs=()
+dockerd_pid="" relay_pid="" service_pid="" mac_relay="" agent_pid="" made_key="" made_dirs=()
 cleanup() {
         local rc=$?
         set +e
@@ -80,7 +84,7 @@ cleanup() {
                 kill -0 "$dockerd_pid" 2>/dev/null && kill -KILL "$dockerd_pid"
         fi
         [ -z "$dockerd_pid" ] || wait "$dockerd_pid" 2>/dev/null
-        for p in $relay_pid $service_pid; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+        for p in $relay_pid $service_pid $mac_relay $agent_pid; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
         # dockerd leaves its nsfs mount behind (and overlay mounts if it was killed).
         grep -E " ($xroot|$droot)[/ ]" /proc/self/mounts | awk '{print $2}' | sort -r |
                 while read -r m; do umount -l "$m"; done
@@ -169,8 +173,8 @@ say "images: sockferry $((size_final / 1024 / 1024)) MiB, sockferry:static $size
 got=$("$DOCKER" run --rm --label sockferry-ci --network host --entrypoint sh sockferry -c \
         'ls -d /usr/lib*/sockferry/sockferry-preload.so /usr/lib/*/sockferry/sockferry-preload.so 2>/dev/null; true' \
         2>"$W/preload-path.log") || { cat "$W/preload-path.log" >&2; fail "docker run of the image failed"; }
-[ "$got" = /usr/lib/x86_64-linux-gnu/sockferry/sockferry-preload.so ] ||
-        fail "preload library in the image: '$got', expected /usr/lib/x86_64-linux-gnu/sockferry/sockferry-preload.so only"
+[ "$got" = /usr/lib/sockferry/sockferry-preload.so ] ||
+        fail "preload library in the image: '$got', expected /usr/lib/sockferry/sockferry-preload.so only"
 
 # ---- the host side: a service on a unix socket, a relay with auth = token in front of it ----
 mkdir -p "$W/host" "$W/secrets" "$W/empty" "$W/shared"
@@ -214,6 +218,10 @@ expect() { # NAME EXPECTED GOT
 run_d() { # docker run -d ARGS...; its stderr only when it fails (it warns that forwarding is off)
         "$DOCKER" run -d "$@" >/dev/null 2>"$W/run-d.log" || { cat "$W/run-d.log" >&2; fail "docker run -d $*"; }
 }
+# OCI labels and the static image's user.
+labels=$("$DOCKER" image inspect -f '{{index .Config.Labels "org.opencontainers.image.version"}} {{index .Config.Labels "org.opencontainers.image.licenses"}}' sockferry:static)
+expect "sockferry:static labels" "$(meson introspect --projectinfo "$src/meson.build" | python3 -c 'import json,sys; print(json.load(sys.stdin)["version"])') MIT" "$labels"
+expect "sockferry:static user" "65532:65532" "$("$DOCKER" image inspect -f '{{.Config.User}}' sockferry:static)"
 health() { "$DOCKER" inspect -f '{{.State.Health.Status}}' "$1"; }
 wait_health() { # CONTAINER STATUS MAX_SECONDS; prints the seconds it took
         local s=$SECONDS
@@ -227,6 +235,12 @@ wait_health() { # CONTAINER STATUS MAX_SECONDS; prints the seconds it took
 # ---- health, started first: its waits overlap the other checks ----
 run_d --name sf-ci-health "${common[@]}" -v "$W/empty:/run/host/dispatch.sock" sockferry
 hstart=$SECONDS
+# The same image started with -F only: no /etc/sockferry.conf, the HEALTHCHECK (check --pid 1)
+# checks the -F forward.
+run_d --name sf-ci-health-f --label sockferry-ci --network host --add-host host.docker.internal:host-gateway \
+        -v "$W/secrets/sockferry.token:/run/secrets/sockferry.token:ro" --entrypoint sockferry sockferry \
+        run -F "dispatch:unix:/run/sockferry/dispatch.sock=tcp:host.docker.internal:$PORT,auth=token,token-file=/run/secrets/sockferry.token" \
+        -- sleep infinity
 
 # ---- desktop: an empty host directory where the host socket should be ----
 # An unmodified client as the payload: curl through the alias and through the env variable.
@@ -251,13 +265,16 @@ got=$("$DOCKER" run --rm "${common[@]}" -v "$W/empty:/run/host/dispatch.sock" \
         -v "$W/empty:/run/ward/dispatch-broker.sock" sockferry-ci-client \
         sh -c 'echo "$LD_PRELOAD"; curl -sS --max-time 10 --unix-socket /run/ward/dispatch-broker.sock http://h/preload' \
         2>"$W/preload.log") || { cat "$W/preload.log" >&2; fail "preload: the client failed"; }
-expect preload "/usr/lib/x86_64-linux-gnu/sockferry/sockferry-preload.so
+expect preload "/usr/lib/sockferry/sockferry-preload.so
 host service: /preload" "$got"
 say "desktop: empty directory AT the alias path -> curl through the preload library: OK"
 
 # ---- health: healthy with the link working, unhealthy without the host relay ----
 s=$(wait_health sf-ci-health healthy 30)
 say "health: healthy $((SECONDS - hstart)) s after docker run"
+s=$(wait_health sf-ci-health-f healthy 30)
+say "health: the -F-only container healthy too (HEALTHCHECK check --pid 1)"
+"$DOCKER" rm -f sf-ci-health-f >/dev/null
 stop_relay
 hdown=$SECONDS
 
@@ -306,50 +323,122 @@ s=$(wait_health sf-ci-health healthy 30)
 say "health: healthy again $((SECONDS - hup)) s after the host relay restarted"
 "$DOCKER" rm -f sf-ci-health >/dev/null
 
-# ---- sidecar: packaging/kubernetes/sidecar.yaml with the static image ----
-# Its ConfigMap, its sidecar's command and args ($(NODE_IP) = this machine) and its
-# securityContext, as docker run flags; the shared emptyDir is a host directory (0777, as
-# kubelet makes it), the Secret a 0400 file.
-mkdir -p "$W/sidecar"
-chmod 0777 "$W/shared"
-python3 - "$src/packaging/kubernetes/sidecar.yaml" "$W/sidecar" "$PORT" <<'PY'
-import sys, yaml
+# ---- sidecar: packaging/kubernetes/sidecar.yaml with the images ----
+# Its ConfigMap, and each container's image, command, args ($(NODE_IP) = this machine), user
+# and securityContext as docker run flags (--read-only, --cap-drop ALL, no-new-privileges);
+# the pod's fsGroup as a supplementary group of every container. The volumes are host
+# directories with the owners and modes kubelet gives them: the Secret's file root's, group
+# fsGroup, mode 0440 (defaultMode 0440 with fsGroup); each emptyDir root's, group fsGroup,
+# 2777; a subPath mount is the subdirectory itself. `prepare` runs first, then the sidecar;
+# the app container (uid 1000) reaches the socket.
+k=$W/k8s
+mkdir -p "$k/config" "$k/secret" "$k/token-copy" "$k/sockets"
+python3 - "$src/packaging/kubernetes/sidecar.yaml" "$k" "$PORT" <<'PY'
+import shlex, sys, yaml
 docs = list(yaml.safe_load_all(open(sys.argv[1])))
+k, port = sys.argv[2], sys.argv[3]
 cm = next(d for d in docs if d["kind"] == "ConfigMap")
-dep = next(d for d in docs if d["kind"] == "Deployment")
-pod = dep["spec"]["template"]["spec"]
-sc = next(c for c in pod["initContainers"] if c["name"] == "sockferry")
-ctx = sc["securityContext"]
-assert ctx == {"runAsUser": 0, "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-               "capabilities": {"drop": ["ALL"]}}, ctx
-assert [m["mountPath"] for m in sc["volumeMounts"]] == ["/run/sockferry", "/etc/sockferry", "/run/secrets/sockferry"]
-conf = cm["data"]["sockferry.conf"]
-args = " ".join(sc["args"])
-assert ":7777\n" in conf and "$(NODE_IP):7777" in args, (conf, args)
-with open(sys.argv[2] + "/sockferry.conf", "w") as f:
-    f.write(conf.replace(":7777\n", ":%s\n" % sys.argv[3]))
-with open(sys.argv[2] + "/argv", "w") as f:
-    f.write("\0".join(sc["command"] + [a.replace("$(NODE_IP):7777", "127.0.0.1:" + sys.argv[3]) for a in sc["args"]]))
+pod = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]
+psc = pod["securityContext"]
+open(k + "/config/sockferry.conf", "w").write(cm["data"]["sockferry.conf"])
+vols = {v["name"]: v for v in pod["volumes"]}
+host = {"config": k + "/config", "token": k + "/secret", "token-copy": k + "/token-copy", "sockets": k + "/sockets"}
+images = {"sockferry:0.1.0": "sockferry", "sockferry:0.1.0-static": "sockferry:static"}
+for c in pod["initContainers"] + pod["containers"]:
+    sc = c.get("securityContext", {})
+    uid, gid = sc.get("runAsUser", psc["runAsUser"]), sc.get("runAsGroup", psc["runAsGroup"])
+    flags = ["--user", f"{uid}:{gid}", "--group-add", str(psc["fsGroup"])]
+    if sc.get("readOnlyRootFilesystem"):
+        flags.append("--read-only")
+    if "ALL" in sc.get("capabilities", {}).get("drop", []):
+        flags += ["--cap-drop", "ALL"]
+    if sc.get("allowPrivilegeEscalation") is False:
+        flags += ["--security-opt", "no-new-privileges"]
+    for m in c.get("volumeMounts", []):
+        src = host[m["name"]] + ("/" + m["subPath"] if m.get("subPath") else "")
+        flags += ["-v", f"{src}:{m['mountPath']}{':ro' if m.get('readOnly') else ''}"]
+    argv = [a.replace("$(NODE_IP):7777", "127.0.0.1:" + port) for a in c["command"] + c.get("args", [])]
+    probes = [c[p]["exec"]["command"] for p in ("startupProbe", "livenessProbe") if p in c]
+    with open(f"{k}/{c['name']}.sh", "w") as f:
+        f.write(f"flags=({shlex.join(flags)})\nimage={shlex.quote(images[c['image']])}\nargv=({shlex.join(argv)})\n")
+        f.write("probes=(" + " ".join(shlex.quote(shlex.join(p)) for p in probes) + ")\n")
+    assert c["image"] in images, c["image"]
+assert vols["token"]["secret"]["defaultMode"] == 0o440 and psc["fsGroup"] == 65532, (vols["token"], psc)
 PY
-mapfile -d '' argv <"$W/sidecar/argv"
-run_d --name sf-ci-sidecar --label sockferry-ci --network host \
-        --add-host sockferry-host.sockferry.svc.cluster.local:127.0.0.1 \
-        --user 0 --read-only --cap-drop ALL --security-opt no-new-privileges \
-        -v "$W/shared:/run/sockferry" -v "$W/sidecar:/etc/sockferry:ro" \
-        -v "$W/secrets/sockferry.token:/run/secrets/sockferry/token:ro" \
-        --entrypoint "${argv[0]}" sockferry:static "${argv[@]:1}"
-s=$(wait_health sf-ci-sidecar healthy 30)
-app() { # the app container: uid 1000, only the shared directory
-        "$DOCKER" run --rm --label sockferry-ci --network host --user 1000:1000 \
-                -v "$W/shared:/run/sockferry" --entrypoint curl sockferry-ci-client -sS --max-time 10 "$@"
+# kubelet's owners and modes.
+install -o 0 -g 65532 -m 0440 "$W/secrets/sockferry.token" "$k/secret/token"
+chown 0:65532 "$k/token-copy" "$k/sockets"
+chmod 2777 "$k/token-copy" "$k/sockets"
+k8s_run() { # NAME [docker run options...]: the container NAME of the pod, as the manifest has it
+        local name=$1 flags image argv probes
+        shift
+        # shellcheck source=/dev/null
+        source "$k/$name.sh"
+        "$DOCKER" run --label sockferry-ci --network host "${flags[@]}" "$@" --entrypoint "${argv[0]}" "$image" "${argv[@]:1}"
 }
-got=$(app --unix-socket /run/sockferry/dispatch.sock http://h/sidecar-configmap) || fail "sidecar: dispatch.sock"
-expect sidecar "host service: /sidecar-configmap" "$got"
-got=$(app --unix-socket /run/sockferry/node.sock http://h/sidecar-node) || fail "sidecar: node.sock"
-expect sidecar "host service: /sidecar-node" "$got"
-say "sidecar: sockferry:static --read-only --cap-drop ALL no-new-privileges, healthy in $s s; uid 1000 reaches dispatch.sock and node.sock: OK"
+k8s_run prepare --rm >"$W/prepare.log" 2>&1 || { cat "$W/prepare.log" >&2; fail "sidecar: the prepare container failed"; }
+expect "prepare: the token copy" "65532 400" "$(stat -c '%u %a' "$k/token-copy/token")"
+# 755, or 2755: the new directory inherits the emptyDir's setgid bit (its files then get group
+# 65532); what matters is that only uid 65532 can change it.
+mode=$(stat -c '%u %a' "$k/sockets/sockets")
+[[ $mode == "65532 755" || $mode == "65532 2755" ]] || fail "prepare: the socket directory is '$mode' (uid, mode), expected uid 65532, 0755"
+k8s_run sockferry -d --name sf-ci-sidecar >/dev/null 2>"$W/run-d.log" || { cat "$W/run-d.log" >&2; fail "sidecar: docker run"; }
+s=$(wait_health sf-ci-sidecar healthy 30)
+# The manifest's own probes, as kubelet runs them (exec in the container).
+source "$k/sockferry.sh"
+for p in "${probes[@]}"; do
+        eval "probe=($p)"
+        "$DOCKER" exec sf-ci-sidecar "${probe[@]}" >"$W/probe.log" 2>&1 || { cat "$W/probe.log" >&2; fail "sidecar: probe ${probe[*]}"; }
+done
+grep -q '^dispatch: OK' "$W/probe.log" || { cat "$W/probe.log" >&2; fail "sidecar: the probe did not check the -F forward"; }
+# The app container of the manifest, with curl (the client image) in place of its sleep.
+source "$k/agent.sh"
+got=$("$DOCKER" run --rm --label sockferry-ci --network host "${flags[@]}" \
+        --entrypoint curl sockferry-ci-client -sS --max-time 10 --unix-socket /run/sockferry/dispatch.sock http://h/sidecar) ||
+        fail "sidecar: the app container could not reach dispatch.sock"
+expect sidecar "host service: /sidecar" "$got"
+say "sidecar: prepare (uid 65532) copied the token (0400) and made the socket directory; sockferry:static as uid 65532, --read-only --cap-drop ALL no-new-privileges, healthy in $s s, its probes (check --pid 1) pass; the app as uid 1000 reaches dispatch.sock: OK"
 "$DOCKER" stop -t 15 sf-ci-sidecar >/dev/null
 expect "sidecar exit status" 0 "$("$DOCKER" inspect -f '{{.State.ExitCode}}' sf-ci-sidecar)"
+
+# ---- doc/MACOS.md §5: its container commands as written ----
+# The blocks marked "tests/containers/ci-stage.sh runs it" there, in a shell where `docker`
+# adds what this engine needs (host network, host.docker.internal = the loopback, a label for
+# the cleanup) and ~ is a scratch home holding the token; 7777 is the port of an ssh-agent's
+# host relay here. ssh-add -l in the container must list the agent's key.
+mkdir -p "$W/mac/.config/sockferry"
+install -m 0600 "$W/secrets/sockferry.token" "$W/mac/.config/sockferry/token"
+ssh-keygen -q -t ed25519 -N '' -C sockferry-ci -f "$W/mac/key" || fail "macos §5: ssh-keygen"
+ssh-agent -a "$W/mac/agent.sock" >"$W/mac/agent.env" || fail "macos §5: ssh-agent"
+agent_pid=$(sed -n 's/^SSH_AGENT_PID=\([0-9]*\);.*/\1/p' "$W/mac/agent.env")
+SSH_AUTH_SOCK=$W/mac/agent.sock ssh-add -q "$W/mac/key" 2>/dev/null || fail "macos §5: ssh-add"
+PORT2=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+"$W/sockferry" relay -F "agent:tcp:127.0.0.1:$PORT2=unix:$W/mac/agent.sock,auth=token,token-file=$W/mac/.config/sockferry/token" \
+        2>"$W/mac/relay.log" &
+mac_relay=$!
+for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$PORT2") 2>/dev/null && break; sleep 0.1; done
+python3 - "$src/doc/MACOS.md" >"$W/mac/blocks.sh" <<'PY' || fail "macos §5: no block of doc/MACOS.md is marked for this stage"
+import re, sys
+text = open(sys.argv[1]).read()
+blocks = re.findall(r"<!-- doctest: skip [^>]*tests/containers/ci-stage\.sh runs it[^>]*-->\n```sh\n(.*?)```", text, re.S)
+if not blocks:
+    sys.exit(1)
+print("".join(blocks))
+PY
+docker() {
+        case $1 in
+        build) shift; DOCKER_BUILDKIT=1 "$DOCKER" build --network host --label sockferry-ci "$@" ;;
+        run) shift; "$DOCKER" run --label sockferry-ci --network host --add-host host.docker.internal:host-gateway "$@" ;;
+        *) "$DOCKER" "$@" ;;
+        esac
+}
+got=$(cd "$W/mac" && HOME=$W/mac bash -e -o pipefail -c "$(declare -f docker); DOCKER=$DOCKER; $(sed "s/:7777,/:$PORT2,/g" "$W/mac/blocks.sh")" 2>"$W/mac/run.log") ||
+        { cat "$W/mac/run.log" "$W/mac/relay.log" >&2; fail "macos §5: the commands of doc/MACOS.md failed"; }
+kill "$mac_relay" "$agent_pid" 2>/dev/null
+wait "$mac_relay" 2>/dev/null
+want=$(ssh-keygen -lf "$W/mac/key.pub" | awk '{print $2}')
+grep -qF "$want" <<<"$got" || { cat "$W/mac/run.log" >&2; fail "macos §5: ssh-add -l printed '$got', not the key $want"; }
+say "macos §5: doc/MACOS.md's docker build and docker run as written; ssh-add -l in the container lists the host agent's key: OK"
 
 # ---- compose: packaging/docker/compose.yaml as shipped, its config and the token beside it ----
 # The only addition is the network (this engine has no bridge).
@@ -357,7 +446,8 @@ mkdir -p "$W/compose"
 cp "$src/packaging/docker/compose.yaml" "$W/compose/"
 cp "$W/sockferry.conf" "$W/compose/"
 install -m 0400 "$W/secrets/sockferry.token" "$W/compose/sockferry.token"
-printf 'services:\n  agent:\n    network_mode: host\n    labels: [sockferry-ci]\n' >"$W/compose/ci.override.yaml"
+# The copy's build context is the source tree, as compose.yaml's own is where it is shipped.
+printf 'services:\n  agent:\n    network_mode: host\n    labels: [sockferry-ci]\n    build:\n      context: %s\n' "$src" >"$W/compose/ci.override.yaml"
 (cd "$W/compose" && HOST_SOCKET="$W/empty" docker-compose -p sockferry-ci -f compose.yaml -f ci.override.yaml \
         up -d >"$W/compose.log" 2>&1) || { cat "$W/compose.log" >&2; fail "docker-compose up failed"; }
 cid=$(cd "$W/compose" && docker-compose -p sockferry-ci -f compose.yaml -f ci.override.yaml ps -q agent)

@@ -1,9 +1,11 @@
 #!/bin/bash
 # Builds the .deb (packaging/build-deb.sh, lintian errors fail), installs it, checks the
 # installed files, runs `sockferry --version` and one real forward with the installed
-# binary, verifies the installed systemd units, then removes the package again.
-# Needs root, dpkg-dev, debhelper, fakeroot, lintian, python3, curl.
-# Usage: tests/packaging/deb-install.sh [OUTDIR]      (default: ./build-deb)
+# binary, runs the static binaries for `attach --inject` (aarch64 under qemu-aarch64-static),
+# verifies the installed systemd units, then removes the package again.
+# Needs root, dpkg-dev, debhelper, fakeroot, lintian, python3, curl, qemu-user-static.
+# Usage: tests/packaging/deb-install.sh [OUTDIR]      (default: ./build-deb; SF_STATIC_DIR: the
+#        static binaries to package, packaging/linux/build-static.sh's OUTDIR; else built)
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
 out=$(realpath -m "${1:-$src/build-deb}")
@@ -35,6 +37,8 @@ multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 for f in /usr/bin/sockferry "/usr/lib/$multiarch/sockferry/sockferry-preload.so" \
         /usr/share/man/man1/sockferry.1.gz /usr/share/man/man5/sockferry.conf.5.gz \
         /usr/share/man/man8/sockferry-preload.8.gz /usr/share/bash-completion/completions/sockferry \
+        /usr/share/zsh/vendor-completions/_sockferry /usr/share/fish/vendor_completions.d/sockferry.fish \
+        /usr/libexec/sockferry/linux-x86_64/sockferry /usr/libexec/sockferry/linux-aarch64/sockferry \
         /lib/systemd/system/sockferry@.socket /lib/systemd/system/sockferry@.service \
         /usr/share/doc/sockferry/examples/sockferry.conf.example; do
         [ -e "$f" ] || { echo "deb: $f is not installed" >&2; exit 1; }
@@ -47,6 +51,17 @@ fi
 v=$(sockferry --version)
 [ "$v" = "sockferry $(dpkg-query -W -f='${Version}' sockferry)" ] || { echo "deb: --version says '$v'" >&2; exit 1; }
 step "$(command -v sockferry): $v"
+# The binaries for attach --inject: static, of their architecture, and they run.
+for arch in x86_64 aarch64; do
+        bin=/usr/libexec/sockferry/linux-$arch/sockferry
+        run=("$bin")
+        [ "$arch" = "$(uname -m)" ] || run=("qemu-$arch-static" "$bin")
+        command -v "${run[0]}" >/dev/null || { echo "deb: ${run[0]} is needed to run $bin (apt-get install qemu-user-static)" >&2; exit 1; }
+        got=$("${run[@]}" --version)
+        [ "$got" = "$v" ] || { echo "deb: ${run[*]} --version says '$got'" >&2; exit 1; }
+        file -b "$bin" | grep -q "static-pie linked" || { echo "deb: $bin: $(file -b "$bin")" >&2; exit 1; }
+        step "$bin: static, ${run[*]} --version: $got"
+done
 
 # One forward through the installed binary: unix socket -> TCP, a real server and client.
 mkdir -p "$tmp/www"

@@ -26,7 +26,9 @@ for f in "${want[@]}"; do
 done
 ls "$tmp"/stage/*/lib/systemd/system/sockferry@.socket "$tmp"/stage/lib/systemd/system/sockferry@.socket >/dev/null 2>&1 ||
         find "$tmp/stage" -name 'sockferry@.socket' | grep -q . || { echo "install-dist: systemd units not installed" >&2; missing=1; }
-find "$tmp/stage" -path '*bash-completion/completions/sockferry' | grep -q . || { echo "install-dist: bash completion not installed" >&2; missing=1; }
+for c in '*bash-completion/completions/sockferry' '*/zsh/*/_sockferry' '*/fish/vendor_completions.d/sockferry.fish'; do
+        find "$tmp/stage" -path "$c" | grep -q . || { echo "install-dist: no completion at $c" >&2; missing=1; }
+done
 [ $missing = 0 ] || exit 1
 step "meson install: $(find "$tmp/stage" -type f | wc -l) files, all expected ones present"
 

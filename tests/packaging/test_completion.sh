@@ -1,6 +1,7 @@
 #!/bin/bash
 # The bash completion, sourced into a plain bash (no bash-completion package needed).
-# Usage: test_completion.sh COMPLETION_FILE     (TAP output)
+# Usage: test_completion.sh COMPLETION_FILE TABLE     (TAP output; TABLE:
+#        packaging/completions/sockferry.cli, the commands it must offer)
 set -u
 # shellcheck source=tests/lib/tap.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/tap.sh"
@@ -33,6 +34,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 touch "$tmp/host.conf" "$tmp/hosts"
 
+commands=$(awk '$1 == "command" {print $2}' "$2" | sort | paste -sd' ' -)
 expect "sockferry re<TAB> gives relay" "relay" -- sockferry re
 expect "sockferry k<TAB> gives keygen" "keygen" -- sockferry k
 expect "sockferry --v<TAB> gives --version" "--version" -- sockferry --v
@@ -43,4 +45,11 @@ expect "-F is free text until a ','" "" -- sockferry relay -F dock
 expect "-F ...,auth<TAB> offers the key" "d:unix:/a=tcp:h:1,auth=" -- sockferry relay -F "d:unix:/a=tcp:h:1,aut"
 expect "stats --format <TAB>" "json" -- sockferry stats --format j
 expect "keygen --f<TAB> gives --force" "--force" -- sockferry keygen --f
+expect "help re<TAB> gives relay" "relay" -- sockferry help re
+expect "check --p<TAB> gives --pid" "--pid" -- sockferry check --p
+complete_words sockferry run -c x -- ech
+if [[ " ${COMPREPLY[*]} " == *" echo "* ]]; then tap_ok "run -- ech<TAB> offers echo"; else tap_not_ok "run -- ech<TAB> offers echo" "got '${COMPREPLY[*]}'"; fi
+complete_words sockferry ""
+got=$(printf '%s\n' "${COMPREPLY[@]}" | sort | paste -sd' ' -)
+if [[ $got == "$commands" ]]; then tap_ok "sockferry <TAB> offers every command of the table"; else tap_not_ok "sockferry <TAB> offers every command of the table" "got '$got', the table has '$commands'"; fi
 tap_finish

@@ -13,7 +13,8 @@
 #      tests/windows/test_wine.py: sockferry.exe under Wine end to end (its environment: SF_EXE,
 #      SF_WINE, WINEPREFIX, SF_NPIPE_SERVICE, SOCKFERRY).
 # Usage: tests/windows/ci-stage.sh [LINUX_BUILD_DIR]  (default build-ci: the Linux sockferry
-# the end-to-end tests talk to). Exit 0 passed, 77 skipped (the reason is printed), 1 failed;
+# the end-to-end tests talk to; SF_WINDOWS_OUT=DIR keeps the sockferry.exe it tested there, for
+# packaging/release.sh). Exit 0 passed, 77 skipped (the reason is printed), 1 failed;
 # one closing line "windows-wine: PASS|SKIP|FAIL ...".
 set -uo pipefail
 
@@ -50,9 +51,10 @@ fi
 
 # ---- 1. sockferry.exe ---------------------------------------------------------------------
 t0=$(now_ms)
-"$root/packaging/windows/build.sh" --source "$root" "$tmp/out" || fail "packaging/windows/build.sh exited $? (its output is above)"
+win_out=${SF_WINDOWS_OUT:-$tmp/out}
+"$root/packaging/windows/build.sh" --source "$root" "$win_out" || fail "packaging/windows/build.sh exited $? (its output is above)"
 build_ms=$(elapsed "$t0")
-exe=$tmp/out/sockferry.exe
+exe=$win_out/sockferry.exe
 
 # ---- 2. the test program ------------------------------------------------------------------------
 cache=${SF_WINDOWS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sockferry-windows}
