@@ -51,6 +51,8 @@ HARD_NOFILE=$(ulimit -n)
 CLK_TCK=$(getconf CLK_TCK)
 TMO=$(awk -v s="$SECONDS_PER" 'BEGIN { printf "%d", s * 3 + 30 }')
 
+PROG=run.sh
+IN=() # the clients run here
 # shellcheck source=bench/lib.sh
 . "$HERE/lib.sh"
 
@@ -65,26 +67,6 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-# Runs one sf-load test against EP and prints its line; prints nothing when it fails (logged).
-measure() {
-        local line
-        if line=$(timeout "$TMO" "$SF_LOAD" "$@" --connect "$EP" 2>>"$T/client.log"); then
-                echo "$line"
-        else
-                echo "run.sh: $NAME: sf-load $* failed: $(tail -n 1 "$T/client.log")" >&2
-        fi
-}
-
-wait_ready() {
-        local i p
-        for ((i = 0; i < 200; i++)); do
-                "$SF_LOAD" pingpong --connect "$1" --seconds 0.01 >/dev/null 2>&1 && return 0
-                for p in "${ROOTS[@]}"; do kill -0 "$p" 2>/dev/null || die "$NAME exited, see $T/$NAME.log"; done
-                sleep 0.05
-        done
-        die "$1 did not come up"
-}
 
 # ---- contenders ----
 
@@ -184,7 +166,7 @@ start_contender() {
                 ;;
         esac
         STARTED+=("${ROOTS[@]}")
-        wait_ready "$EP"
+        wait_ready
 }
 
 stop_contender() {
@@ -270,28 +252,6 @@ speed_one() {
         stop_contender
 }
 
-# Opens $1 idle connections to EP and holds them until release_idle; sets IDLE_PID.
-hold_idle() {
-        rm -f "$T/hold" "$T/idle.out"
-        mkfifo "$T/hold"
-        "$SF_LOAD" idle --connect "$EP" --count "$1" <"$T/hold" >"$T/idle.out" 2>>"$T/idle.log" &
-        IDLE_PID=$!
-        STARTED+=("$IDLE_PID")
-        exec {HOLD_FD}>"$T/hold"
-        for ((i = 0; i < 3000; i++)); do
-                [[ -s $T/idle.out ]] && return 0
-                kill -0 "$IDLE_PID" 2>/dev/null || break
-                sleep 0.1
-        done
-        die "idle client for $NAME failed: $(tail -n 3 "$T/idle.log")"
-}
-
-release_idle() {
-        exec {HOLD_FD}>&-
-        HOLD_FD=
-        wait "$IDLE_PID" || true
-}
-
 memory_one() {
         local want eff cap base_fds i line
         start_contender "$1"
@@ -303,7 +263,7 @@ memory_one() {
         cap=$(((HARD_NOFILE - 64) / $(fds_per_conn "$NAME")))
         for want in $IDLE_COUNTS; do
                 eff=$((want < cap ? want : cap))
-                hold_idle "$eff"
+                hold_idle "$eff" || die "idle client for $NAME failed: $(tail -n 3 "$T/idle.log")"
                 sleep 0.5
                 line=$(cat "$T/idle.out")
                 rec mem "mem_${want}_open" "$(kv "$line" open)"

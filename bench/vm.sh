@@ -80,6 +80,8 @@ for n in $NETS; do
 done
 command -v ss >/dev/null || skip "ss (iproute2) is not installed"
 
+PROG=vm.sh
+IN=() # set by net_up: the prefix that runs a command on the container side
 # shellcheck source=bench/lib.sh
 . "$HERE/lib.sh"
 
@@ -218,27 +220,6 @@ net_down() {
 
 # ---- contenders ----
 
-# Runs one sf-load client on the container side against EP and prints its line; prints
-# nothing when it fails (logged).
-measure() {
-        local line
-        if line=$(timeout "$TMO" "${IN[@]}" "$SF_LOAD" "$@" --connect "$EP" 2>>"$T/client.log"); then
-                echo "$line"
-        else
-                echo "vm.sh: $NET $NAME: sf-load $* failed: $(tail -n 1 "$T/client.log")" >&2
-        fi
-}
-
-wait_ready() {
-        local i p
-        for ((i = 0; i < 200; i++)); do
-                "${IN[@]}" "$SF_LOAD" pingpong --connect "$EP" --seconds 0.01 >/dev/null 2>&1 && return 0
-                for p in "${ROOTS[@]}"; do kill -0 "$p" 2>/dev/null || die "$NAME exited, see $T/$NAME.log"; done
-                sleep 0.05
-        done
-        die "$NET $NAME: $EP did not answer"
-}
-
 # Starts contender $1; sets EP (where clients connect), LISTEN_PORT (the host side's TCP port),
 # CTR and HOSTSIDE (the processes of each side: the relays, ssh and sshd) and ROOTS (both).
 start_contender() {
@@ -293,32 +274,6 @@ stop_contender() {
 
 rec() { printf '%s\t%s\t%s\t%s\t%s\n' "$NET" "$1" "$NAME" "$2" "${3:-fail}" >>"$OUT/results.tsv"; }
 
-# Opens $1 idle connections to EP from the container side and holds them until release_idle.
-hold_idle() {
-        rm -f "$T/hold" "$T/idle.out"
-        mkfifo "$T/hold"
-        "${IN[@]}" "$SF_LOAD" idle --connect "$EP" --count "$1" <"$T/hold" >"$T/idle.out" 2>>"$T/idle.log" &
-        IDLE_PID=$!
-        STARTED+=("$IDLE_PID")
-        exec {HOLD_FD}>"$T/hold"
-        local i
-        for ((i = 0; i < 3000; i++)); do
-                [[ -s $T/idle.out ]] && return 0
-                kill -0 "$IDLE_PID" 2>/dev/null || break
-                sleep 0.1
-        done
-        echo "vm.sh: $NET $NAME: idle client failed: $(tail -n 1 "$T/idle.log")" >&2
-        return 1
-}
-
-# Ends the idle client of hold_idle (after a failure too).
-
-release_idle() {
-        [[ -n $HOLD_FD ]] && exec {HOLD_FD}>&-
-        HOLD_FD=
-        wait "$IDLE_PID" || true
-}
-
 mib() { calc "$1 / 1024"; }
 
 one() {
@@ -370,6 +325,8 @@ one() {
                 fi
                 # what crosses the boundary: one TCP connection per client, or one in all
                 rec "$run" idle_tcp "$(ss -Htn state established "( sport = :$LISTEN_PORT )" | wc -l)"
+        else
+                echo "vm.sh: $NET $NAME: the idle client failed: $(tail -n 1 "$T/idle.log")" >&2
         fi
         release_idle
         stop_contender
