@@ -675,7 +675,8 @@ struct mixer {
         const struct opts *o;
         const struct endpoint *ep, *wrong, *junk;
         uint32_t rng;
-        uint64_t ok[N_KINDS], failed[N_KINDS], corrupt[N_KINDS];
+        uint64_t ok[N_KINDS], failed[N_KINDS], stalled[N_KINDS], corrupt[N_KINDS];
+        int err; /* errno of the last failure */
         char *buf, *back;
 };
 
@@ -775,11 +776,16 @@ static enum outcome mix_one(struct mixer *m, enum kind k) {
         enum outcome r = OK;
         int fd;
 
-        if (k == K_SHORT)
-                return conn_once(ep) < 0 ? FAILED : OK;
+        if (k == K_SHORT) {
+                r = conn_once(ep) < 0 ? FAILED : OK;
+                m->err = errno;
+                return r;
+        }
         fd = endpoint_connect(ep);
-        if (fd < 0)
+        if (fd < 0) {
+                m->err = errno;
                 return FAILED;
+        }
         switch (k) {
         case K_LONG:
                 r = mix_long(m, fd);
@@ -790,6 +796,7 @@ static enum outcome mix_one(struct mixer *m, enum kind k) {
         case K_ABORT:
         case K_SLOW:
                 r = mix_download(m, fd, k == K_SLOW);
+                m->err = errno;
                 if (k == K_ABORT) {
                         close_abort(fd);
                         return r;
@@ -817,6 +824,8 @@ static enum outcome mix_one(struct mixer *m, enum kind k) {
         default:
                 break;
         }
+        if (k != K_SLOW)
+                m->err = errno;
         close(fd);
         return r;
 }
@@ -844,7 +853,12 @@ static void *mixer_run(void *arg) {
                         m->ok[k]++;
                         break;
                 case FAILED:
-                        m->failed[k]++;
+                        /* a read or write that timed out: neither progress nor an end for
+                         * IO_TIMEOUT_S, which no relay should leave a client in */
+                        if (m->err == EAGAIN || m->err == EWOULDBLOCK)
+                                m->stalled[k]++;
+                        else
+                                m->failed[k]++;
                         sleep_ns(1000000); /* do not spin on a refusing endpoint */
                         break;
                 case CORRUPT:
@@ -859,7 +873,7 @@ static int cmd_mixed(const struct opts *o) {
         struct endpoint ep = connect_endpoint(o), wrong, junk;
         struct mixer *m = calloc(o->concurrency, sizeof *m);
         pthread_t *t = calloc(o->concurrency, sizeof *t);
-        uint64_t ok[N_KINDS] = { 0 }, failed[N_KINDS] = { 0 }, corrupt = 0;
+        uint64_t ok[N_KINDS] = { 0 }, failed[N_KINDS] = { 0 }, stalled[N_KINDS] = { 0 }, corrupt = 0;
         int status = 0;
 
         if (!m || !t)
@@ -886,6 +900,7 @@ static int cmd_mixed(const struct opts *o) {
                 for (int k = 0; k < N_KINDS; k++) {
                         ok[k] += m[i].ok[k];
                         failed[k] += m[i].failed[k];
+                        stalled[k] += m[i].stalled[k];
                         corrupt += m[i].corrupt[k];
                         if (m[i].corrupt[k] && status == 0) {
                                 fprintf(stderr, "sf-load mixed: %s: %s\n", kinds[k].name,
@@ -899,8 +914,8 @@ static int cmd_mixed(const struct opts *o) {
         }
         printf("mode=mixed seconds=%.3f concurrency=%u", o->seconds, o->concurrency);
         for (int k = 0; k < N_KINDS; k++)
-                printf(" %s_ok=%llu %s_failed=%llu", kinds[k].name, (unsigned long long)ok[k], kinds[k].name,
-                       (unsigned long long)failed[k]);
+                printf(" %s_ok=%llu %s_failed=%llu %s_stalled=%llu", kinds[k].name, (unsigned long long)ok[k],
+                       kinds[k].name, (unsigned long long)failed[k], kinds[k].name, (unsigned long long)stalled[k]);
         printf(" corrupt=%llu\n", (unsigned long long)corrupt);
         /* The load must have got through: a mix of nothing but failures proves nothing. */
         for (int k = K_SHORT; k <= K_HALF; k++)

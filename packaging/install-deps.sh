@@ -14,6 +14,9 @@ pkgs=(
         cmake # tests/sandbox/ci-stage.sh: libuv 1.50 from trixie's source package (dpkg-dev above)
         # tests/windows/ci-stage.sh: sockferry.exe and its test program run under Wine (64-bit)
         wine64
+        # bench/vm.sh: the VM boundary (the user-mode network stack rootless podman uses) and
+        # ssh -L stream-local forwarding with a throwaway sshd, the benchmark's contender
+        slirp4netns openssh-client openssh-server
 )
 # The cross-build's toolchain comes from npm; a nodejs from elsewhere may carry its own npm.
 command -v npm >/dev/null || pkgs+=(npm)
