@@ -40,6 +40,8 @@
 #                       be idle (under 10 % busy over 1 s); the busy % found is recorded
 #   OUT=BUILDDIR/vm-results      results.tsv (every figure) and table.md go there
 #   KEEP=               set: keep the temporary directory (every process's log) for a look
+#   REPORT_ONLY=        set: print the tables of the run in OUT again, measure nothing (STREAMS
+#                       as it was for that run)
 #
 # Exit status: 0 done (a failed measurement is recorded as "failed"), 77 something this needs is
 # missing (it says what), 1 an error. Every process and the namespace are removed on exit.
@@ -65,6 +67,166 @@ SOCKFERRY=$BUILD/shim/sockferry
 
 die() { echo "vm.sh: $*" >&2; exit 1; }
 skip() { echo "vm.sh: SKIP: $*" >&2; exit 77; }
+
+# ---- report (defined first: REPORT_ONLY needs nothing else) ----
+
+# Columns: metric, heading, r (a ratio to tcp's median in the same network is shown) or -,
+# and the table it goes in (1: speed, 2: cost).
+columns() {
+        COLUMNS="first_p50_us	first answer p50 µs	r	1
+first_p99_us	first answer p99 µs	r	1"
+        for k in $CONCS; do
+                COLUMNS+="
+conns_s_c$k	conns/s, $k at once	r	1"
+        done
+        COLUMNS+="
+rtt_s	round trips/s	r	1
+downN_mib_s	MiB/s, $STREAMS streams	r	1
+cpu_s_gib	relay CPU s/GiB	-	2
+slirp_cpu_s_gib	slirp4netns CPU s/GiB	-	2
+rtt_p99_us	round trip p99 µs	-	2
+bulk_rtt_p99_us	… next to a bulk stream	-	2
+idle_rss_ctr_mib	RSS MiB, $IDLE idle: container side	-	2
+idle_rss_host_mib	… host side	-	2
+idle_tcp	TCP conns across, $IDLE idle	-	2
+busy_pct	machine busy % before	-	2"
+}
+
+# Two tables per network (speed, cost): a row per contender, "median (×ratio)", and with
+# RUNS > 1 the same tables of min–max.
+report() {
+        columns
+        awk -F'\t' -v nets="$NETS" -v order="${CONTENDERS[*]}" -v cols="$COLUMNS" -v runs="$RUNS" \
+                -v link_missing="$LINK_ROW" '
+                function fmt(x) { return x >= 100 || x == int(x) ? sprintf("%.0f", x) : x >= 10 ? sprintf("%.1f", x) : sprintf("%.2f", x) }
+                function stats(k,   n, a, b, t, s) {
+                        n = cnt[k]
+                        for (a = 1; a <= n; a++) s[a] = v[k, a] + 0
+                        for (a = 2; a <= n; a++) for (b = a; b > 1 && s[b - 1] > s[b]; b--) { t = s[b]; s[b] = s[b - 1]; s[b - 1] = t }
+                        med[k] = n % 2 ? s[(n + 1) / 2] : (s[n / 2] + s[n / 2 + 1]) / 2
+                        lo[k] = s[1]; hi[k] = s[n]
+                }
+                function table(net, range, grp,   i, j, k, c, out, sep, base) {
+                        out = "| " net (range ? " (min–max of " runs " runs)" : runs > 1 ? " (median of " runs " runs)" : ""); sep = "|---"
+                        for (i = 1; i <= nm; i++) {
+                                if (group[i] != grp || !used[net, met[i]]) continue
+                                out = out " | " head[i]; sep = sep "|---:"
+                        }
+                        print out " |"; print sep "|"
+                        for (j = 1; j <= nc; j++) {
+                                c = con[j]; out = "| " label[c]
+                                for (i = 1; i <= nm; i++) {
+                                        if (group[i] != grp || !used[net, met[i]]) continue
+                                        k = net SUBSEP c SUBSEP met[i]
+                                        if (!(k in seen)) { out = out " | –"; continue }
+                                        if (!cnt[k]) { out = out " | failed"; continue }
+                                        if (range) { out = out " | " fmt(lo[k]) "–" fmt(hi[k]); continue }
+                                        out = out " | " fmt(med[k])
+                                        base = net SUBSEP "tcp" SUBSEP met[i]
+                                        if (ratio[i] && c != "tcp" && cnt[base] && med[base] > 0)
+                                                out = out sprintf(" (×%.2f)", med[k] / med[base])
+                                        if (met[i] == "bulk_rtt_p99_us" && cnt[net SUBSEP c SUBSEP "rtt_p99_us"])
+                                                out = out sprintf(" (×%.2f)", med[k] / med[net SUBSEP c SUBSEP "rtt_p99_us"])
+                                        if (fails[k]) out = out " (" fails[k] " failed)"
+                                }
+                                print out " |"
+                        }
+                        if (link_missing && !range) print "| shared link (sockferry/2) | not available in this build |"
+                }
+                BEGIN {
+                        nn = split(nets, netl, " "); nc = split(order, con, " ")
+                        nm = split(cols, lines, "\n")
+                        for (i = 1; i <= nm; i++) { split(lines[i], f, "\t"); met[i] = f[1]; head[i] = f[2]; ratio[i] = f[3] == "r"; group[i] = f[4] }
+                        label["tcp"] = "direct TCP"; label["sf1"] = "sockferry/1 pair"
+                        label["link"] = "shared link (sockferry/2)"; label["ssh"] = "ssh -L stream-local"
+                }
+                {
+                        k = $1 SUBSEP $3 SUBSEP $4; seen[k] = 1; used[$1, $4] = 1
+                        if ($5 == "fail" || $5 == "") fails[k]++; else v[k, ++cnt[k]] = $5
+                }
+                END {
+                        for (k in cnt) stats(k)
+                        for (n = 1; n <= nn; n++) for (g = 1; g <= 2; g++) {
+                                print ""; table(netl[n], 0, g)
+                                if (runs > 1) { print ""; table(netl[n], 1, g) }
+                        }
+                }' "$OUT/results.tsv"
+}
+
+# The shared link against the targets of issue 24, from the medians: one row per target, one
+# column per network, "met" or "short" after the figure.
+targets() {
+        awk -F'\t' -v nets="$NETS" -v concs="$CONCS" '
+                { k = $1 SUBSEP $3 SUBSEP $4; if ($5 != "fail" && $5 != "") v[k, ++cnt[k]] = $5 }
+                function med(net, c, m,   k, n, a, b, t, s) {
+                        k = net SUBSEP c SUBSEP m; n = cnt[k]
+                        if (!n) return ""
+                        for (a = 1; a <= n; a++) s[a] = v[k, a] + 0
+                        for (a = 2; a <= n; a++) for (b = a; b > 1 && s[b - 1] > s[b]; b--) { t = s[b]; s[b] = s[b - 1]; s[b - 1] = t }
+                        return n % 2 ? s[(n + 1) / 2] : (s[n / 2] + s[n / 2 + 1]) / 2
+                }
+                # the ratio m(link) / m(base) against bound: ge (at least) or le (at most)
+                function cell(net, m, base, bound, how,   x, y, r) {
+                        x = med(net, "link", m); y = med(net, base, m)
+                        if (x == "" || y == "" || y == 0) return "–"
+                        r = x / y
+                        return sprintf("×%.2f %s", r, (how == "ge" ? r >= bound : r <= bound) ? "met" : "**short**")
+                }
+                function row(label, m, base, bound, how, only,   n, out) {
+                        out = "| " label
+                        for (n = 1; n <= nn; n++)
+                                out = out " | " (only == "" || only == netl[n] ? cell(netl[n], m, base, bound, how) : "")
+                        print out " |"
+                }
+                END {
+                        nn = split(nets, netl, " "); nk = split(concs, ck, " ")
+                        for (n = 1; n <= nn; n++) if (cnt[netl[n] SUBSEP "link" SUBSEP "rtt_s"]) any = 1
+                        if (!any) exit
+                        out = "| shared link: target (issue 24)"; sep = "|---"
+                        for (n = 1; n <= nn; n++) { out = out " | " netl[n]; sep = sep "|---" }
+                        print ""; print out " |"; print sep "|"
+                        for (i = 1; i <= nk; i++) {
+                                row("connections/s, " ck[i] " at once, ≥ 1.0× direct TCP on loopback", "conns_s_c" ck[i], "tcp", 1.0, "ge", "loopback")
+                                row("connections/s, " ck[i] " at once, ≥ 2× direct TCP through slirp", "conns_s_c" ck[i], "tcp", 2.0, "ge", "slirp")
+                        }
+                        row("first answer p50 ≤ 1.1× direct TCP on loopback", "first_p50_us", "tcp", 1.1, "le", "loopback")
+                        row("first answer p50 ≤ 1.2× direct TCP through slirp", "first_p50_us", "tcp", 1.2, "le", "slirp")
+                        row("round trips/s ≥ 0.7× direct TCP through slirp", "rtt_s", "tcp", 0.7, "ge", "slirp")
+                        row("throughput ≥ 0.8× the sockferry/1 pair", "downN_mib_s", "sf1", 0.8, "ge", "")
+                        out = "| a bulk stream raises its neighbour'"'"'s round-trip p99 at most 2×"
+                        for (n = 1; n <= nn; n++) {
+                                x = med(netl[n], "link", "bulk_rtt_p99_us"); y = med(netl[n], "link", "rtt_p99_us")
+                                out = out " | " (x == "" || y == "" || y == 0 ? "–" : sprintf("×%.2f %s", x / y, x / y <= 2 ? "met" : "**short**"))
+                        }
+                        print out " |"
+                        out = "| idle streams under 64 MiB per relay"
+                        for (n = 1; n <= nn; n++) {
+                                x = med(netl[n], "link", "idle_rss_ctr_mib"); y = med(netl[n], "link", "idle_rss_host_mib")
+                                out = out " | " (x == "" || y == "" ? "–" : sprintf("%.1f / %.1f MiB %s", x, y, x < 64 && y < 64 ? "met" : "**short**"))
+                        }
+                        print out " |"
+                }' "$OUT/results.tsv"
+}
+
+# REPORT_ONLY=1: the tables of the run in OUT again (results.tsv), nothing measured.
+if [[ -n ${REPORT_ONLY:-} ]]; then
+        [[ -s $OUT/results.tsv ]] || die "REPORT_ONLY: no $OUT/results.tsv"
+        NETS=$(awk -F'\t' '!seen[$1]++ { printf "%s ", $1 }' "$OUT/results.tsv")
+        CONTENDERS=()
+        for c in tcp sf1 link ssh; do
+                awk -F'\t' -v c="$c" '$3 == c { f = 1 } END { exit !f }' "$OUT/results.tsv" && CONTENDERS+=("$c")
+        done
+        LINK_ROW=
+        [[ " ${CONTENDERS[*]} " == *" link "* ]] || LINK_ROW=1
+        RUNS=$(awk -F'\t' '$2 > r { r = $2 } END { print r }' "$OUT/results.tsv")
+        IDLE=$(awk -F'\t' '$4 == "idle_open" && $5 > n { n = $5 } END { print n + 0 }' "$OUT/results.tsv")
+        CONCS=$(awk -F'\t' '$4 ~ /^conns_s_c/ && !seen[$4]++ { sub(/conns_s_c/, "", $4); printf "%s ", $4 }' "$OUT/results.tsv")
+        report
+        targets
+        exit 0
+fi
+
+# ---- measuring ----
 
 [[ -x $SF_LOAD && -x $SOCKFERRY ]] || skip "$SF_LOAD or $SOCKFERRY not built: ninja -C $BUILD"
 ((EUID == 0)) || skip "needs root: a network namespace, and sshd"
@@ -332,88 +494,6 @@ one() {
         stop_contender
 }
 
-# ---- report ----
-
-# Columns: metric, heading, r (a ratio to tcp's median in the same network is shown) or -,
-# and the table it goes in (1: speed, 2: cost).
-COLUMNS="first_p50_us	first answer p50 µs	r	1
-first_p99_us	first answer p99 µs	r	1"
-for k in $CONCS; do
-        COLUMNS+="
-conns_s_c$k	conns/s, $k at once	r	1"
-done
-COLUMNS+="
-rtt_s	round trips/s	r	1
-downN_mib_s	MiB/s, $STREAMS streams	r	1
-cpu_s_gib	relay CPU s/GiB	-	2
-slirp_cpu_s_gib	slirp4netns CPU s/GiB	-	2
-rtt_p99_us	round trip p99 µs	-	2
-bulk_rtt_p99_us	… next to a bulk stream	-	2
-idle_rss_ctr_mib	RSS MiB, $IDLE idle: container side	-	2
-idle_rss_host_mib	… host side	-	2
-idle_tcp	TCP conns across, $IDLE idle	-	2
-busy_pct	machine busy % before	-	2"
-
-# Two tables per network (speed, cost): a row per contender, "median (×ratio)", and with
-# RUNS > 1 the same tables of min–max.
-report() {
-        awk -F'\t' -v nets="$NETS" -v order="${CONTENDERS[*]}" -v cols="$COLUMNS" -v runs="$RUNS" \
-                -v link_missing="$LINK_ROW" '
-                function fmt(x) { return x >= 100 || x == int(x) ? sprintf("%.0f", x) : x >= 10 ? sprintf("%.1f", x) : sprintf("%.2f", x) }
-                function stats(k,   n, a, b, t, s) {
-                        n = cnt[k]
-                        for (a = 1; a <= n; a++) s[a] = v[k, a] + 0
-                        for (a = 2; a <= n; a++) for (b = a; b > 1 && s[b - 1] > s[b]; b--) { t = s[b]; s[b] = s[b - 1]; s[b - 1] = t }
-                        med[k] = n % 2 ? s[(n + 1) / 2] : (s[n / 2] + s[n / 2 + 1]) / 2
-                        lo[k] = s[1]; hi[k] = s[n]
-                }
-                function table(net, range, grp,   i, j, k, c, out, sep, base) {
-                        out = "| " net (range ? " (min–max of " runs " runs)" : runs > 1 ? " (median of " runs " runs)" : ""); sep = "|---"
-                        for (i = 1; i <= nm; i++) {
-                                if (group[i] != grp || !used[net, met[i]]) continue
-                                out = out " | " head[i]; sep = sep "|---:"
-                        }
-                        print out " |"; print sep "|"
-                        for (j = 1; j <= nc; j++) {
-                                c = con[j]; out = "| " label[c]
-                                for (i = 1; i <= nm; i++) {
-                                        if (group[i] != grp || !used[net, met[i]]) continue
-                                        k = net SUBSEP c SUBSEP met[i]
-                                        if (!(k in seen)) { out = out " | –"; continue }
-                                        if (!cnt[k]) { out = out " | failed"; continue }
-                                        if (range) { out = out " | " fmt(lo[k]) "–" fmt(hi[k]); continue }
-                                        out = out " | " fmt(med[k])
-                                        base = net SUBSEP "tcp" SUBSEP met[i]
-                                        if (ratio[i] && c != "tcp" && cnt[base] && med[base] > 0)
-                                                out = out sprintf(" (×%.2f)", med[k] / med[base])
-                                        if (met[i] == "bulk_rtt_p99_us" && cnt[net SUBSEP c SUBSEP "rtt_p99_us"])
-                                                out = out sprintf(" (×%.2f)", med[k] / med[net SUBSEP c SUBSEP "rtt_p99_us"])
-                                        if (fails[k]) out = out " (" fails[k] " failed)"
-                                }
-                                print out " |"
-                        }
-                        if (link_missing && !range) print "| shared link (sockferry/2) | not available in this build |"
-                }
-                BEGIN {
-                        nn = split(nets, netl, " "); nc = split(order, con, " ")
-                        nm = split(cols, lines, "\n")
-                        for (i = 1; i <= nm; i++) { split(lines[i], f, "\t"); met[i] = f[1]; head[i] = f[2]; ratio[i] = f[3] == "r"; group[i] = f[4] }
-                        label["tcp"] = "direct TCP"; label["sf1"] = "sockferry/1 pair"
-                        label["link"] = "shared link (sockferry/2)"; label["ssh"] = "ssh -L stream-local"
-                }
-                {
-                        k = $1 SUBSEP $3 SUBSEP $4; seen[k] = 1; used[$1, $4] = 1
-                        if ($5 == "fail" || $5 == "") fails[k]++; else v[k, ++cnt[k]] = $5
-                }
-                END {
-                        for (k in cnt) stats(k)
-                        for (n = 1; n <= nn; n++) for (g = 1; g <= 2; g++) {
-                                print ""; table(netl[n], 0, g)
-                                if (runs > 1) { print ""; table(netl[n], 1, g) }
-                        }
-                }' "$OUT/results.tsv"
-}
-
 # ---- main ----
 
 mkdir -p "$OUT"
@@ -436,5 +516,5 @@ for net in $NETS; do
         done
         net_down
 done
-report | tee -a "$OUT/table.md"
+{ report; targets; } | tee -a "$OUT/table.md"
 echo "results in $OUT" >&2
