@@ -269,7 +269,7 @@ trap 'exit 130' INT TERM
 
 # ---- what this build and this machine have ----
 
-"$SOCKFERRY" keygen -o "$T/token" >/dev/null
+"$SOCKFERRY" keygen -o "$T/token" >/dev/null 2>"$T/keygen.log" || die "sockferry keygen: $(cat "$T/keygen.log")"
 
 # The shared link exists once the relay knows `link` (link = per-connection keeps sockferry/1);
 # until then the relay's default is sockferry/1 and the key is refused as unknown (78).
