@@ -51,70 +51,14 @@ HARD_NOFILE=$(ulimit -n)
 CLK_TCK=$(getconf CLK_TCK)
 TMO=$(awk -v s="$SECONDS_PER" 'BEGIN { printf "%d", s * 3 + 30 }')
 
+PROG=run.sh
+IN=() # the clients run here
+# shellcheck source=bench/lib.sh
+. "$HERE/lib.sh"
+
 T=$(mktemp -d /tmp/sf-bench.XXXXXX)
 STARTED=()
 HOLD_FD=
-
-# Every live pid in the process trees below the given roots (socat forks a child per connection).
-tree() {
-        ps -e -o pid=,ppid= | awk -v roots="$*" '
-                BEGIN { n = split(roots, r, " "); for (i = 1; i <= n; i++) keep[r[i]] = 1 }
-                { pid[NR] = $1; par[$1] = $2 }
-                END {
-                        do {
-                                grew = 0
-                                for (i = 1; i <= NR; i++)
-                                        if (!(pid[i] in keep) && (par[pid[i]] in keep)) { keep[pid[i]] = 1; grew = 1 }
-                        } while (grew)
-                        for (p in keep) if (p in par) print p
-                }'
-}
-
-# Contents of /proc/PID/FILE for every process of the trees; processes may vanish meanwhile.
-proc_cat() {
-        local file=$1 p paths=()
-        shift
-        for p in $(tree "$@"); do paths+=("/proc/$p/$file"); done
-        ((${#paths[@]})) || return 0
-        cat "${paths[@]}" 2>/dev/null || true
-}
-
-# 0 for no process at all: the direct contenders have no relay.
-cpu_ticks() { proc_cat stat "$@" | awk '{ sub(/^.*\) /, ""); s += $12 + $13 + $14 + $15 } END { printf "%d\n", s }'; }
-status_kb() { local key=$1; shift; proc_cat status "$@" | awk -v k="$key:" '$1 == k { s += $2 } END { printf "%d\n", s }'; }
-pss_kb() { proc_cat smaps_rollup "$@" | awk '$1 == "Pss:" { s += $2 } END { printf "%d\n", s }'; }
-fd_count() {
-        local p dirs=()
-        for p in $(tree "$@"); do dirs+=("/proc/$p/fd"); done
-        { find "${dirs[@]}" -mindepth 1 -maxdepth 1 2>/dev/null || true; } | wc -l
-}
-
-# Percentage of all CPU time spent busy during the next second.
-busy_pct() {
-        local a b
-        read -ra a </proc/stat
-        sleep 1
-        read -ra b </proc/stat
-        awk -v a="${a[*]:1:8}" -v b="${b[*]:1:8}" 'BEGIN {
-                split(a, x, " "); split(b, y, " ")
-                for (i = 1; i <= 8; i++) { d = y[i] - x[i]; all += d; if (i == 4 || i == 5) idle += d }
-                printf "%d\n", all ? 100 * (all - idle) / all : 0
-        }'
-}
-
-wait_quiet() {
-        local until=$((SECONDS + WAIT_QUIET)) b
-        while b=$(busy_pct); ((b >= 10 && SECONDS < until)); do :; done
-        echo "$b"
-}
-
-kill_trees() {
-        local pids p
-        (($#)) || return 0
-        mapfile -t pids < <(tree "$@")
-        ((${#pids[@]} == 0)) || kill "${pids[@]}" 2>/dev/null || true
-        for p in "$@"; do wait "$p" 2>/dev/null || true; done
-}
 
 cleanup() {
         [[ -n $HOLD_FD ]] && exec {HOLD_FD}>&-
@@ -123,36 +67,6 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-free_port() {
-        local p
-        for ((p = 20000 + RANDOM % 10000; ; p++)); do
-                (echo >"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
-        done
-}
-
-kv() { awk -v k="$2" '{ for (i = 1; i <= NF; i++) if (index($i, k "=") == 1) print substr($i, length(k) + 2) }' <<<"$1"; }
-calc() { awk "BEGIN { printf \"%.6g\n\", $1 }"; }
-
-# Runs one sf-load test against EP and prints its line; prints nothing when it fails (logged).
-measure() {
-        local line
-        if line=$(timeout "$TMO" "$SF_LOAD" "$@" --connect "$EP" 2>>"$T/client.log"); then
-                echo "$line"
-        else
-                echo "run.sh: $NAME: sf-load $* failed: $(tail -n 1 "$T/client.log")" >&2
-        fi
-}
-
-wait_ready() {
-        local i p
-        for ((i = 0; i < 200; i++)); do
-                "$SF_LOAD" pingpong --connect "$1" --seconds 0.01 >/dev/null 2>&1 && return 0
-                for p in "${ROOTS[@]}"; do kill -0 "$p" 2>/dev/null || die "$NAME exited, see $T/$NAME.log"; done
-                sleep 0.05
-        done
-        die "$1 did not come up"
-}
 
 # ---- contenders ----
 
@@ -252,7 +166,7 @@ start_contender() {
                 ;;
         esac
         STARTED+=("${ROOTS[@]}")
-        wait_ready "$EP"
+        wait_ready
 }
 
 stop_contender() {
@@ -338,28 +252,6 @@ speed_one() {
         stop_contender
 }
 
-# Opens $1 idle connections to EP and holds them until release_idle; sets IDLE_PID.
-hold_idle() {
-        rm -f "$T/hold" "$T/idle.out"
-        mkfifo "$T/hold"
-        "$SF_LOAD" idle --connect "$EP" --count "$1" <"$T/hold" >"$T/idle.out" 2>>"$T/idle.log" &
-        IDLE_PID=$!
-        STARTED+=("$IDLE_PID")
-        exec {HOLD_FD}>"$T/hold"
-        for ((i = 0; i < 3000; i++)); do
-                [[ -s $T/idle.out ]] && return 0
-                kill -0 "$IDLE_PID" 2>/dev/null || break
-                sleep 0.1
-        done
-        die "idle client for $NAME failed: $(tail -n 3 "$T/idle.log")"
-}
-
-release_idle() {
-        exec {HOLD_FD}>&-
-        HOLD_FD=
-        wait "$IDLE_PID" || true
-}
-
 memory_one() {
         local want eff cap base_fds i line
         start_contender "$1"
@@ -371,7 +263,7 @@ memory_one() {
         cap=$(((HARD_NOFILE - 64) / $(fds_per_conn "$NAME")))
         for want in $IDLE_COUNTS; do
                 eff=$((want < cap ? want : cap))
-                hold_idle "$eff"
+                hold_idle "$eff" || die "idle client for $NAME failed: $(tail -n 3 "$T/idle.log")"
                 sleep 0.5
                 line=$(cat "$T/idle.out")
                 rec mem "mem_${want}_open" "$(kv "$line" open)"

@@ -8,6 +8,8 @@
  *   'd' download: the server streams bytes until the client goes away.
  *   'p' ping: the server echoes every byte.
  *   'c' connection test: the server answers one byte and closes.
+ *   'r' upstream abort: the server closes at once, leaving what the client sent unread (a
+ *       unix or TCP peer then sees a reset rather than an orderly end).
  * Every client mode prints one line of key=value pairs on stdout. */
 
 #include <endian.h>
@@ -43,6 +45,7 @@ enum {
         REQ_DOWNLOAD = 'd',
         REQ_PING = 'p',
         REQ_CONN = 'c',
+        REQ_ABORT = 'r',
 };
 
 struct endpoint {
@@ -60,6 +63,9 @@ struct opts {
         unsigned count;
         unsigned threads;
         double seconds;
+        double gap_ms;
+        const char *wrong; /* mixed: a listener that must never answer (a relay with another token) */
+        const char *junk;  /* mixed: a host relay's own port, fed bytes that are no handshake */
 };
 
 /* Source of every byte the server and the upload client send. */
@@ -279,6 +285,9 @@ static void conn_event(int ep, struct conn *c, char *buf) {
                                 fprintf(stderr, "sf-load server: conn answer: %s\n", strerror(errno));
                         conn_close(c);
                         return;
+                case REQ_ABORT:
+                        conn_close(c);
+                        return;
                 default:
                         fprintf(stderr, "sf-load server: unknown request byte 0x%02x\n", (unsigned char)c->mode);
                         conn_close(c);
@@ -387,13 +396,17 @@ static double samples_quantile_us(struct samples *s, double q) {
         return (double)s->v[(size_t)(q * (double)(s->n - 1) + 0.5)] / 1000.0;
 }
 
-static struct endpoint connect_endpoint(const struct opts *o) {
+static struct endpoint endpoint_or_exit(const char *s) {
         struct endpoint ep;
-        if (endpoint_parse(o->connect, &ep) < 0) {
-                fprintf(stderr, "sf-load: bad endpoint '%s'\n", o->connect);
+        if (endpoint_parse(s, &ep) < 0) {
+                fprintf(stderr, "sf-load: bad endpoint '%s'\n", s);
                 exit(EXIT_USAGE);
         }
         return ep;
+}
+
+static struct endpoint connect_endpoint(const struct opts *o) {
+        return endpoint_or_exit(o->connect);
 }
 
 struct stream {
@@ -514,6 +527,26 @@ static int cmd_pingpong(const struct opts *o) {
         return 0;
 }
 
+/* One connection test: connect, the request byte 'c', its one-byte answer, close. 0, or -1
+ * with errno. */
+static int conn_once(const struct endpoint *ep) {
+        char c;
+        int fd = endpoint_connect(ep);
+        int r = fd < 0 || write_all(fd, "c", 1) < 0 || read_all(fd, &c, 1) < 0 ? -1 : 0;
+        int saved = errno;
+
+        if (fd >= 0)
+                close(fd);
+        errno = saved;
+        return r;
+}
+
+static void sleep_ns(uint64_t ns) {
+        struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000u), .tv_nsec = (long)(ns % 1000000000u) };
+        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+                ;
+}
+
 struct churner {
         const struct opts *o;
         const struct endpoint *ep;
@@ -531,22 +564,16 @@ static void *churner_run(void *arg) {
         deadline = ch->start + (uint64_t)(ch->o->seconds * 1e9);
         for (ch->end = ch->start; ch->end < deadline;) {
                 uint64_t t = ch->end;
-                char c;
-                int fd = endpoint_connect(ch->ep);
 
-                if (fd < 0 || write_all(fd, "c", 1) < 0 || read_all(fd, &c, 1) < 0) {
+                if (conn_once(ch->ep) < 0) {
                         if (ch->errors++ == 0)
                                 fprintf(stderr, "sf-load conns: %s: %s\n", ch->o->connect, strerror(errno));
-                        if (fd >= 0)
-                                close(fd);
-                        /* do not spin on a refusing endpoint */
-                        (void)nanosleep(&(struct timespec) { .tv_nsec = 1000000 }, NULL);
+                        sleep_ns(1000000); /* do not spin on a refusing endpoint */
                         ch->end = now_ns();
                         continue;
                 }
                 ch->end = now_ns();
                 samples_add(&ch->s, ch->end - t);
-                close(fd);
         }
         return NULL;
 }
@@ -587,6 +614,320 @@ static int cmd_conns(const struct opts *o) {
         return errors && all.n == 0 ? EXIT_FAILURE : 0;
 }
 
+/* The first answer as a client sees it with nothing else going on: one connection at a time
+ * (connect, request, answer), with a pause between them, so that no connection waits for the
+ * teardown of the one before or shares the CPUs with another. */
+static int cmd_first(const struct opts *o) {
+        struct endpoint ep = connect_endpoint(o);
+        struct samples s = { 0 };
+        uint64_t errors = 0, gap = (uint64_t)(o->gap_ms * 1e6);
+        double p50, p90, p99, max;
+
+        for (unsigned i = 0; i < o->count; i++) {
+                uint64_t t = now_ns();
+                if (conn_once(&ep) < 0) {
+                        if (errors++ == 0)
+                                fprintf(stderr, "sf-load first: %s: %s\n", o->connect, strerror(errno));
+                } else {
+                        samples_add(&s, now_ns() - t);
+                }
+                sleep_ns(gap);
+        }
+        p50 = samples_quantile_us(&s, 0.50);
+        p90 = samples_quantile_us(&s, 0.90);
+        p99 = samples_quantile_us(&s, 0.99);
+        max = samples_quantile_us(&s, 1.0);
+        printf("mode=first n=%zu errors=%llu p50_us=%.1f p90_us=%.1f p99_us=%.1f max_us=%.1f\n", s.n,
+               (unsigned long long)errors, p50, p90, p99, max);
+        free(s.v);
+        return s.n == 0 ? EXIT_FAILURE : 0;
+}
+
+/* ---- mixed load (bench/soak.sh) ---- */
+
+/* What a connection of the mix does. Each ends as ok, failed (refused, reset or cut short:
+ * expected while the upstream restarts) or, never acceptable, corrupt (bytes that differ from
+ * what was sent, or an answer where none may come). */
+enum kind {
+        K_SHORT,   /* the connection test */
+        K_LONG,    /* echoes of 1 B to 16 KiB, spaced out, for 0.2 to 2 s */
+        K_HALF,    /* up to 64 KiB, then shutdown(SHUT_WR): every byte must come back, then EOF */
+        K_ABORT,   /* a download closed after its first read with bytes unread (a reset) */
+        K_UPABORT, /* the upstream closes at once with the client's bytes unread */
+        K_SLOW,    /* a download read 4 KiB every 2 ms for 0.2 to 1.5 s */
+        K_WRONG,   /* through a relay with another token: must never be answered */
+        K_JUNK,    /* bytes that are no handshake, straight at the host relay's port */
+        N_KINDS
+};
+
+static const struct {
+        const char *name;
+        unsigned weight;
+} kinds[N_KINDS] = {
+        [K_SHORT] = { "short", 30 }, [K_LONG] = { "long", 10 },   [K_HALF] = { "half", 15 },
+        [K_ABORT] = { "abort", 10 }, [K_UPABORT] = { "upabort", 10 }, [K_SLOW] = { "slow", 5 },
+        [K_WRONG] = { "wrong", 10 }, [K_JUNK] = { "junk", 10 },
+};
+
+enum outcome { OK, FAILED, CORRUPT };
+
+struct mixer {
+        const struct opts *o;
+        const struct endpoint *ep, *wrong, *junk;
+        uint32_t rng;
+        uint64_t ok[N_KINDS], failed[N_KINDS], stalled[N_KINDS], corrupt[N_KINDS];
+        int err; /* errno of the last failure */
+        char *buf, *back;
+};
+
+static uint32_t rnd(struct mixer *m, uint32_t lo, uint32_t hi) {
+        /* xorshift32: each thread its own sequence, no lock */
+        m->rng ^= m->rng << 13;
+        m->rng ^= m->rng >> 17;
+        m->rng ^= m->rng << 5;
+        return lo + m->rng % (hi - lo + 1);
+}
+
+static void pattern(char *p, size_t n, uint32_t seed) {
+        for (size_t i = 0; i < n; i++)
+                p[i] = (char)(seed + i * 131u);
+}
+
+/* Closes fd so that the peer sees a reset: TCP sends RST with a zero linger; a unix peer gets
+ * ECONNRESET when bytes are left unread, which every caller arranges. */
+static void close_abort(int fd) {
+        struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+        (void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+        close(fd);
+}
+
+/* Reads until EOF or reset; CORRUPT if a byte arrives and answers_ok is false. */
+static enum outcome read_to_end(int fd, char *buf, bool answers_ok) {
+        for (;;) {
+                ssize_t n = read(fd, buf, BUF_SIZE);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n == 0 || (n < 0 && (errno == ECONNRESET || errno == EPIPE)))
+                        return OK;
+                if (n < 0)
+                        return FAILED; /* the read timeout: nobody closed */
+                if (!answers_ok)
+                        return CORRUPT;
+        }
+}
+
+static enum outcome mix_long(struct mixer *m, int fd) {
+        uint64_t end = now_ns() + (uint64_t)rnd(m, 200, 2000) * 1000000u;
+        if (write_all(fd, "p", 1) < 0)
+                return FAILED;
+        while (now_ns() < end) {
+                size_t n = rnd(m, 1, 16384);
+                pattern(m->buf, n, m->rng);
+                if (write_all(fd, m->buf, n) < 0 || read_all(fd, m->back, n) < 0)
+                        return FAILED;
+                if (memcmp(m->buf, m->back, n) != 0)
+                        return CORRUPT;
+                sleep_ns((uint64_t)rnd(m, 20, 100) * 1000000u);
+        }
+        return OK;
+}
+
+static enum outcome mix_half(struct mixer *m, int fd) {
+        size_t n = rnd(m, 1, 65536), got = 0;
+        m->buf[0] = 'p';
+        pattern(m->buf + 1, n, m->rng);
+        if (write_all(fd, m->buf, n + 1) < 0 || shutdown(fd, SHUT_WR) < 0)
+                return FAILED;
+        for (;;) {
+                ssize_t r = read(fd, m->back + got, BUF_SIZE - got);
+                if (r < 0 && errno == EINTR)
+                        continue;
+                if (r < 0)
+                        return FAILED;
+                if (r == 0)
+                        break;
+                got += (size_t)r;
+                if (got > n)
+                        return CORRUPT;
+        }
+        if (memcmp(m->buf + 1, m->back, got) != 0)
+                return CORRUPT;
+        return got == n ? OK : FAILED;
+}
+
+static enum outcome mix_download(struct mixer *m, int fd, bool slow) {
+        uint64_t end = now_ns() + (uint64_t)rnd(m, 200, 1500) * 1000000u;
+        if (write_all(fd, "d", 1) < 0)
+                return FAILED;
+        do {
+                ssize_t r = read(fd, m->back, slow ? 4096 : BUF_SIZE);
+                if (r < 0 && errno == EINTR)
+                        continue;
+                if (r <= 0)
+                        return FAILED;
+                if (slow)
+                        sleep_ns(2000000);
+        } while (slow && now_ns() < end);
+        return OK;
+}
+
+static enum outcome mix_one(struct mixer *m, enum kind k) {
+        const struct endpoint *ep = k == K_WRONG ? m->wrong : k == K_JUNK ? m->junk : m->ep;
+        enum outcome r = OK;
+        int fd;
+
+        if (k == K_SHORT) {
+                r = conn_once(ep) < 0 ? FAILED : OK;
+                m->err = errno;
+                return r;
+        }
+        fd = endpoint_connect(ep);
+        if (fd < 0) {
+                m->err = errno;
+                return FAILED;
+        }
+        switch (k) {
+        case K_LONG:
+                r = mix_long(m, fd);
+                break;
+        case K_HALF:
+                r = mix_half(m, fd);
+                break;
+        case K_ABORT:
+        case K_SLOW:
+                r = mix_download(m, fd, k == K_SLOW);
+                m->err = errno;
+                if (k == K_ABORT) {
+                        close_abort(fd);
+                        return r;
+                }
+                break;
+        case K_UPABORT:
+                m->buf[0] = 'r';
+                pattern(m->buf + 1, 1024, m->rng);
+                /* the write may already meet the reset */
+                (void)write_all(fd, m->buf, 1025);
+                r = read_to_end(fd, m->back, false);
+                break;
+        case K_WRONG:
+                r = write_all(fd, "c", 1) < 0 ? OK : read_to_end(fd, m->back, false);
+                break;
+        case K_JUNK:
+                pattern(m->buf, 64, m->rng);
+                if (write_all(fd, m->buf, 64) == 0 && rnd(m, 0, 1)) {
+                        close_abort(fd);
+                        return OK;
+                }
+                /* the host relay's greeting comes first, then it must hang up */
+                r = read_to_end(fd, m->back, true);
+                break;
+        default:
+                break;
+        }
+        if (k != K_SLOW)
+                m->err = errno;
+        close(fd);
+        return r;
+}
+
+static void *mixer_run(void *arg) {
+        struct mixer *m = arg;
+        uint64_t deadline = now_ns() + (uint64_t)(m->o->seconds * 1e9);
+        unsigned total = 0;
+
+        for (int k = 0; k < N_KINDS; k++)
+                if ((k != K_WRONG || m->wrong) && (k != K_JUNK || m->junk))
+                        total += kinds[k].weight;
+        while (now_ns() < deadline) {
+                unsigned pick = rnd(m, 0, total - 1);
+                int k = 0;
+                for (;; k++) {
+                        if ((k == K_WRONG && !m->wrong) || (k == K_JUNK && !m->junk))
+                                continue;
+                        if (pick < kinds[k].weight)
+                                break;
+                        pick -= kinds[k].weight;
+                }
+                switch (mix_one(m, (enum kind)k)) {
+                case OK:
+                        m->ok[k]++;
+                        break;
+                case FAILED:
+                        /* a read or write that timed out: neither progress nor an end for
+                         * IO_TIMEOUT_S, which no relay should leave a client in */
+                        if (m->err == EAGAIN || m->err == EWOULDBLOCK)
+                                m->stalled[k]++;
+                        else
+                                m->failed[k]++;
+                        sleep_ns(1000000); /* do not spin on a refusing endpoint */
+                        break;
+                case CORRUPT:
+                        m->corrupt[k]++;
+                        break;
+                }
+        }
+        return NULL;
+}
+
+static int cmd_mixed(const struct opts *o) {
+        struct endpoint ep = connect_endpoint(o), wrong, junk;
+        struct mixer *m = calloc(o->concurrency, sizeof *m);
+        pthread_t *t = calloc(o->concurrency, sizeof *t);
+        uint64_t ok[N_KINDS] = { 0 }, failed[N_KINDS] = { 0 }, stalled[N_KINDS] = { 0 }, corrupt = 0;
+        int status = 0;
+
+        if (!m || !t)
+                die("calloc");
+        if (o->wrong)
+                wrong = endpoint_or_exit(o->wrong);
+        if (o->junk)
+                junk = endpoint_or_exit(o->junk);
+        for (unsigned i = 0; i < o->concurrency; i++) {
+                m[i] = (struct mixer) {
+                        .o = o,
+                        .ep = &ep,
+                        .wrong = o->wrong ? &wrong : NULL,
+                        .junk = o->junk ? &junk : NULL,
+                        .rng = (uint32_t)(now_ns() ^ (i * 2654435761u)) | 1,
+                        .buf = xmalloc(BUF_SIZE),
+                        .back = xmalloc(BUF_SIZE),
+                };
+                if (pthread_create(&t[i], NULL, mixer_run, &m[i]) != 0)
+                        die("pthread_create");
+        }
+        for (unsigned i = 0; i < o->concurrency; i++) {
+                pthread_join(t[i], NULL);
+                for (int k = 0; k < N_KINDS; k++) {
+                        ok[k] += m[i].ok[k];
+                        failed[k] += m[i].failed[k];
+                        stalled[k] += m[i].stalled[k];
+                        corrupt += m[i].corrupt[k];
+                        if (m[i].corrupt[k] && status == 0) {
+                                fprintf(stderr, "sf-load mixed: %s: %s\n", kinds[k].name,
+                                        k == K_WRONG || k == K_UPABORT ? "answered where no answer may come"
+                                                                     : "bytes differ from what was sent");
+                                status = EXIT_FAILURE;
+                        }
+                }
+                free(m[i].buf);
+                free(m[i].back);
+        }
+        printf("mode=mixed seconds=%.3f concurrency=%u", o->seconds, o->concurrency);
+        for (int k = 0; k < N_KINDS; k++)
+                printf(" %s_ok=%llu %s_failed=%llu %s_stalled=%llu", kinds[k].name, (unsigned long long)ok[k],
+                       kinds[k].name, (unsigned long long)failed[k], kinds[k].name, (unsigned long long)stalled[k]);
+        printf(" corrupt=%llu\n", (unsigned long long)corrupt);
+        /* The load must have got through: a mix of nothing but failures proves nothing. */
+        for (int k = K_SHORT; k <= K_HALF; k++)
+                if (ok[k] == 0) {
+                        fprintf(stderr, "sf-load mixed: no %s connection succeeded\n", kinds[k].name);
+                        status = EXIT_FAILURE;
+                }
+        free(m);
+        free(t);
+        return status;
+}
+
 static int cmd_idle(const struct opts *o) {
         struct endpoint ep = connect_endpoint(o);
         int *fds = calloc(o->count, sizeof *fds);
@@ -624,7 +965,9 @@ static int usage(FILE *f, int status) {
               "       sf-load throughput --connect EP --dir up|down [--streams N] [--seconds S]\n"
               "       sf-load pingpong   --connect EP [--seconds S]\n"
               "       sf-load conns      --connect EP [--seconds S] [--concurrency C]\n"
+              "       sf-load first      --connect EP --count N [--gap-ms MS]   (one at a time)\n"
               "       sf-load idle       --connect EP --count N   (holds them until stdin closes)\n"
+              "       sf-load mixed      --connect EP [--seconds S] [--concurrency C] [--wrong EP] [--junk EP]\n"
               "EP is unix:/path or tcp:HOST:PORT. Results are one line of key=value pairs.\n",
               f);
         return status;
@@ -652,6 +995,9 @@ int main(int argc, char **argv) {
                 { "concurrency", required_argument, NULL, 'C' },
                 { "count", required_argument, NULL, 'n' },
                 { "threads", required_argument, NULL, 'T' },
+                { "gap-ms", required_argument, NULL, 'g' },
+                { "wrong", required_argument, NULL, 'w' },
+                { "junk", required_argument, NULL, 'j' },
                 { "help", no_argument, NULL, 'h' },
                 { NULL, 0, NULL, 0 },
         };
@@ -700,6 +1046,19 @@ int main(int argc, char **argv) {
                                 return EXIT_USAGE;
                         }
                         break;
+                case 'g':
+                        o.gap_ms = strtod(optarg, &end);
+                        if (end == optarg || *end || !(o.gap_ms >= 0 && o.gap_ms <= 10000)) {
+                                fprintf(stderr, "sf-load: bad pause '%s'\n", optarg);
+                                return EXIT_USAGE;
+                        }
+                        break;
+                case 'w':
+                        o.wrong = optarg;
+                        break;
+                case 'j':
+                        o.junk = optarg;
+                        break;
                 case 'h':
                         return usage(stdout, 0);
                 default:
@@ -730,6 +1089,13 @@ int main(int argc, char **argv) {
                 return cmd_pingpong(&o);
         if (strcmp(mode, "conns") == 0)
                 return cmd_conns(&o);
+        if (strcmp(mode, "first") == 0) {
+                if (o.count == 0)
+                        return usage(stderr, EXIT_USAGE);
+                return cmd_first(&o);
+        }
+        if (strcmp(mode, "mixed") == 0)
+                return cmd_mixed(&o);
         if (strcmp(mode, "idle") == 0) {
                 if (o.count == 0)
                         return usage(stderr, EXIT_USAGE);

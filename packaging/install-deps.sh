@@ -20,6 +20,9 @@ pkgs=(
         # completions tested in each shell; the Kubernetes manifests and compose.yaml read with
         # python3-yaml (tests/packaging); ssh-agent for doc/MACOS.md §5 (containers stage)
         zsh fish python3-yaml openssh-client
+        # bench/vm.sh: the VM boundary (the user-mode network stack rootless podman uses) and
+        # ssh -L stream-local forwarding with a throwaway sshd, the benchmark's contender
+        slirp4netns openssh-server
 )
 # The cross-build's toolchain comes from npm; a nodejs from elsewhere may carry its own npm.
 command -v npm >/dev/null || pkgs+=(npm)

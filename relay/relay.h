@@ -11,7 +11,8 @@ struct sf_relay;
 /* Per-forward counters, kept for `sockferry stats`. */
 struct sf_relay_stats {
         uint64_t active;
-        uint64_t total;
+        uint64_t total;  /* accepted */
+        uint64_t closed; /* ended, whatever the cause: total = closed + active at any moment */
         uint64_t bytes_up;   /* client -> upstream */
         uint64_t bytes_down; /* upstream -> client */
         uint64_t err_refused;

@@ -15,8 +15,8 @@
 # The machine's own architecture is built with the system's compiler and -dev packages. The
 # other one is cross-built with Debian's cross compiler (gcc-aarch64-linux-gnu and
 # libc6-dev-arm64-cross, or the x86-64 ones on an arm64 machine) against the static archives
-# of that architecture's -dev packages (libuv1-dev, libsodium-dev, libinih-dev, libcap-ng-dev,
-# libseccomp-dev), downloaded from the system's own Debian mirror through a private apt state
+# of that architecture's -dev packages (libuv1-dev, libsodium-dev, libnghttp2-dev,
+# libinih-dev, libcap-ng-dev, libseccomp-dev), downloaded from the system's own Debian mirror through a private apt state
 # and unpacked into a sysroot: the system's dpkg architectures and apt configuration are not
 # touched.
 #
@@ -62,7 +62,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/../cross/debian-sources.sh"
 setup_opts=(-Dstatic=true -Dwerror=true -Dbuildtype=release --prefix=/usr --libdir=lib)
 # One build directory per source tree, options and target: a second run is incremental.
 key=$(printf '%s\n' "$src" "${setup_opts[@]}" | sha256sum | cut -c1-12)
-dev_pkgs=(libuv1-dev libsodium-dev libinih-dev libcap-ng-dev libseccomp-dev)
+dev_pkgs=(libuv1-dev libsodium-dev libnghttp2-dev libinih-dev libcap-ng-dev libseccomp-dev)
 
 # sysroot T: the target's -dev packages from the system's mirror, unpacked in $cache/T/sysroot,
 # again only when the package list or a version changed.

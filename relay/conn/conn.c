@@ -326,6 +326,7 @@ void sf_conn_close(struct sf_conn *c, const char *reason) {
         struct sf_fwd *fwd = c->fwd;
         sf_list_remove(&fwd->conns, &c->node);
         fwd->stats.active--;
+        fwd->stats.closed++;
         sf_conn_preauth_leave(c);
 
         /* The memory waits for the timer's close callback, after any event of the current

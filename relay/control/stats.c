@@ -76,10 +76,10 @@ static void render_text(FILE *out, const struct sf_conf *conf, const struct sf_r
                 const struct sf_forward *f = &conf->forwards[i];
                 const struct sf_relay_stats *st = sf_relay_stats_get(relay, i);
                 const char *cand = candidate_text(f, st);
-                fprintf(out, "%s: %s, %llu active, %llu total, %llu bytes up, %llu bytes down, via %s\n", f->name,
-                        f->listen.text, (unsigned long long)st->active, (unsigned long long)st->total,
+                fprintf(out, "%s: %s, %llu active, %llu total, %llu bytes up, %llu bytes down, %llu closed, via %s\n",
+                        f->name, f->listen.text, (unsigned long long)st->active, (unsigned long long)st->total,
                         (unsigned long long)st->bytes_up, (unsigned long long)st->bytes_down,
-                        cand ? cand : "(no connection yet)");
+                        (unsigned long long)st->closed, cand ? cand : "(no connection yet)");
                 fputs("  errors:", out);
                 for (size_t k = 0; k < N_ERROR_KINDS; k++)
                         fprintf(out, "%s %s %llu", k ? "," : "", error_kinds[k].words, error_count(st, k));
@@ -105,8 +105,10 @@ static void render_json(FILE *out, const struct sf_conf *conf, const struct sf_r
                 put_escaped(out, f->name, true);
                 fputs(",\"listen\":", out);
                 put_escaped(out, f->listen.text, true);
-                fprintf(out, ",\"active\":%llu,\"total\":%llu,\"bytes_up\":%llu,\"bytes_down\":%llu,\"errors\":{",
-                        (unsigned long long)st->active, (unsigned long long)st->total,
+                fprintf(out,
+                        ",\"active\":%llu,\"total\":%llu,\"closed\":%llu,\"bytes_up\":%llu,\"bytes_down\":%llu,"
+                        "\"errors\":{",
+                        (unsigned long long)st->active, (unsigned long long)st->total, (unsigned long long)st->closed,
                         (unsigned long long)st->bytes_up, (unsigned long long)st->bytes_down);
                 for (size_t k = 0; k < N_ERROR_KINDS; k++)
                         fprintf(out, "%s\"%s\":%llu", k ? "," : "", error_kinds[k].key, error_count(st, k));
@@ -153,6 +155,8 @@ static void render_prometheus(FILE *out, const struct sf_conf *conf, const struc
                          offsetof(struct sf_relay_stats, active));
         prom_per_forward(out, conf, relay, "sockferry_connections_total", "counter", "Connections accepted.",
                          offsetof(struct sf_relay_stats, total));
+        prom_per_forward(out, conf, relay, "sockferry_connections_closed_total", "counter",
+                         "Connections ended (accepted = closed + active).", offsetof(struct sf_relay_stats, closed));
         prom_header(out, "sockferry_bytes_total", "counter", "Bytes relayed: up is client to upstream.");
         for (size_t i = 0; i < n; i++) {
                 const struct sf_relay_stats *st = sf_relay_stats_get(relay, i);

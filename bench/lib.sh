@@ -1,0 +1,128 @@
+# shellcheck shell=bash
+# Shared by bench/run.sh, bench/vm.sh and bench/soak.sh (sourced): process trees and what
+# /proc says of them, the machine's load, ports, and the key=value lines sf-load prints.
+# The caller sets WAIT_QUIET (seconds wait_quiet may wait), PROG (its name, for messages) and
+# IN (an array: the prefix that runs a client where clients run, empty for here); the client
+# helpers at the end also use T (a temporary directory), TMO (seconds a client may take),
+# SF_LOAD, EP (where clients connect), NAME (the contender), ROOTS (its processes) and STARTED
+# (every process to stop on exit).
+
+# Every live pid in the process trees below the given roots (socat forks a child per connection).
+tree() {
+        ps -e -o pid=,ppid= | awk -v roots="$*" '
+                BEGIN { n = split(roots, r, " "); for (i = 1; i <= n; i++) keep[r[i]] = 1 }
+                { pid[NR] = $1; par[$1] = $2 }
+                END {
+                        do {
+                                grew = 0
+                                for (i = 1; i <= NR; i++)
+                                        if (!(pid[i] in keep) && (par[pid[i]] in keep)) { keep[pid[i]] = 1; grew = 1 }
+                        } while (grew)
+                        for (p in keep) if (p in par) print p
+                }'
+}
+
+# Contents of /proc/PID/FILE for every process of the trees; processes may vanish meanwhile.
+proc_cat() {
+        local file=$1 p paths=()
+        shift
+        for p in $(tree "$@"); do paths+=("/proc/$p/$file"); done
+        ((${#paths[@]})) || return 0
+        cat "${paths[@]}" 2>/dev/null || true
+}
+
+# 0 for no process at all: the direct contenders have no relay.
+cpu_ticks() { proc_cat stat "$@" | awk '{ sub(/^.*\) /, ""); s += $12 + $13 + $14 + $15 } END { printf "%d\n", s }'; }
+status_kb() { local key=$1; shift; proc_cat status "$@" | awk -v k="$key:" '$1 == k { s += $2 } END { printf "%d\n", s }'; }
+pss_kb() { proc_cat smaps_rollup "$@" | awk '$1 == "Pss:" { s += $2 } END { printf "%d\n", s }'; }
+fd_count() {
+        local p dirs=()
+        for p in $(tree "$@"); do dirs+=("/proc/$p/fd"); done
+        { find "${dirs[@]}" -mindepth 1 -maxdepth 1 2>/dev/null || true; } | wc -l
+}
+
+# Percentage of all CPU time spent busy during the next second.
+busy_pct() {
+        local a b
+        read -ra a </proc/stat
+        sleep 1
+        read -ra b </proc/stat
+        awk -v a="${a[*]:1:8}" -v b="${b[*]:1:8}" 'BEGIN {
+                split(a, x, " "); split(b, y, " ")
+                for (i = 1; i <= 8; i++) { d = y[i] - x[i]; all += d; if (i == 4 || i == 5) idle += d }
+                printf "%d\n", all ? 100 * (all - idle) / all : 0
+        }'
+}
+
+wait_quiet() {
+        local until=$((SECONDS + WAIT_QUIET)) b
+        while b=$(busy_pct); ((b >= 10 && SECONDS < until)); do :; done
+        echo "$b"
+}
+
+kill_trees() {
+        local pids p
+        (($#)) || return 0
+        mapfile -t pids < <(tree "$@")
+        ((${#pids[@]} == 0)) || kill "${pids[@]}" 2>/dev/null || true
+        for p in "$@"; do wait "$p" 2>/dev/null || true; done
+}
+
+free_port() {
+        local p
+        for ((p = 20000 + RANDOM % 10000; ; p++)); do
+                (echo >"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
+        done
+}
+
+kv() { awk -v k="$2" '{ for (i = 1; i <= NF; i++) if (index($i, k "=") == 1) print substr($i, length(k) + 2) }' <<<"$1"; }
+calc() { awk "BEGIN { printf \"%.6g\n\", $1 }"; }
+
+# Runs one sf-load client against EP and prints its line; prints nothing when it fails (logged).
+measure() {
+        local line
+        if line=$(timeout "$TMO" "${IN[@]}" "$SF_LOAD" "$@" --connect "$EP" 2>>"$T/client.log"); then
+                echo "$line"
+        else
+                echo "$PROG: $NAME: sf-load $* failed: $(tail -n 1 "$T/client.log")" >&2
+        fi
+}
+
+# Waits until EP answers a ping; exits when a process of ROOTS dies or EP stays silent.
+wait_ready() {
+        local i p
+        for ((i = 0; i < 200; i++)); do
+                "${IN[@]}" "$SF_LOAD" pingpong --connect "$EP" --seconds 0.01 >/dev/null 2>&1 && return 0
+                for p in "${ROOTS[@]}"; do
+                        kill -0 "$p" 2>/dev/null || { echo "$PROG: $NAME exited, see $T/$NAME.log" >&2; exit 1; }
+                done
+                sleep 0.05
+        done
+        echo "$PROG: $NAME: $EP did not answer" >&2
+        exit 1
+}
+
+# Opens $1 idle connections to EP and holds them until release_idle; sets IDLE_PID and
+# HOLD_FD. Returns 1 when they could not all be opened within 300 s (idle.log says why).
+hold_idle() {
+        local i
+        rm -f "$T/hold" "$T/idle.out"
+        mkfifo "$T/hold"
+        "${IN[@]}" "$SF_LOAD" idle --connect "$EP" --count "$1" <"$T/hold" >"$T/idle.out" 2>>"$T/idle.log" &
+        IDLE_PID=$!
+        STARTED+=("$IDLE_PID")
+        exec {HOLD_FD}>"$T/hold"
+        for ((i = 0; i < 3000; i++)); do
+                [[ -s $T/idle.out ]] && return 0
+                kill -0 "$IDLE_PID" 2>/dev/null || break
+                sleep 0.1
+        done
+        return 1
+}
+
+# Ends the idle client of hold_idle (after a failure too).
+release_idle() {
+        [[ -n $HOLD_FD ]] && exec {HOLD_FD}>&-
+        HOLD_FD=
+        wait "$IDLE_PID" || true
+}
