@@ -15,9 +15,12 @@ MAGIC = b"SFRY"
 VERSION = 1
 LABEL_CLIENT = b"sockferry/1 client"
 LABEL_SERVER = b"sockferry/1 server"
+LABEL_SERVICE = b"sockferry/1 service"
 
 FIELDS = ("name", "key", "server-nonce", "client-nonce", "flags", "status", "reason",
           "hello", "client-frame", "status-frame")
+# A frame with the SERVICE flag has its service extension (the name, then its MAC).
+OPTIONAL = ("service", "service-ext")
 
 
 def mac(key, label, snonce, cnonce, tail):
@@ -37,8 +40,13 @@ def status_frame(key, snonce, cnonce, status, reason):
     return body + mac(key, LABEL_SERVER, snonce, cnonce, body)
 
 
-def compute(name, key, snonce, cnonce, flags, status, reason):
-    return {
+def service_ext(key, snonce, cnonce, service):
+    body = bytes([len(service)]) + service
+    return body + mac(key, LABEL_SERVICE, snonce, cnonce, body)
+
+
+def compute(name, key, snonce, cnonce, flags, status, reason, service=None):
+    v = {
         "name": name,
         "key": key.hex(),
         "server-nonce": snonce.hex(),
@@ -50,6 +58,10 @@ def compute(name, key, snonce, cnonce, flags, status, reason):
         "client-frame": client_frame(key, snonce, cnonce, flags).hex(),
         "status-frame": status_frame(key, snonce, cnonce, status, reason).hex(),
     }
+    if service is not None:
+        v["service"] = service.decode()
+        v["service-ext"] = service_ext(key, snonce, cnonce, service).hex()
+    return v
 
 
 VECTORS = [
@@ -61,13 +73,20 @@ VECTORS = [
     # implementations must do so.
     compute("long key, auth rejected", bytes(range(0x00, 0x64)), bytes([0xa5] * 32), bytes([0x5a] * 32),
             0x00, 1, b""),
+    # A container relay's forward named ssh-agent asking for its own name (SERVICE | DEFAULT):
+    # the extension follows the 70 bytes, and the host answers UNKNOWN_SERVICE (5) with what it
+    # offers.
+    compute("service by default, unknown", bytes(range(0x00, 0x20)), bytes(range(0x40, 0x60)),
+            bytes(range(0x60, 0x80)), 0x0c, 5, b"unknown service ssh-agent: this listener offers agent, docker",
+            b"ssh-agent"),
 ]
 
 
 def render(v):
     lines = ["```sf-vector"]
-    for f in FIELDS:
-        lines.append(("%-13s = %s" % (f, v[f])).rstrip())
+    for f in FIELDS + OPTIONAL:
+        if f in v:
+            lines.append(("%-13s = %s" % (f, v[f])).rstrip())
     lines.append("```")
     return "\n".join(lines)
 
@@ -100,8 +119,11 @@ def check(path):
             continue
         want = compute(v["name"], bytes.fromhex(v["key"]), bytes.fromhex(v["server-nonce"]),
                        bytes.fromhex(v["client-nonce"]), int(v["flags"], 16), int(v["status"]),
-                       v["reason"].encode())
-        for f in FIELDS:
+                       v["reason"].encode(), v["service"].encode() if "service" in v else None)
+        if bool(int(v["flags"], 16) & 0x04) != ("service" in v):
+            print("vector %r: the SERVICE flag and the service fields disagree" % v["name"])
+            bad += 1
+        for f in FIELDS + tuple(k for k in OPTIONAL if k in v or k in want):
             if v[f] != want[f]:
                 print("vector %r: %s is\n  %s\nexpected\n  %s" % (v["name"], f, v[f], want[f]))
                 bad += 1

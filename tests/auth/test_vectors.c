@@ -21,6 +21,9 @@ struct vector {
         char reason[SF_HS_REASON_MAX + 1];
         uint8_t hello[SF_HS_HELLO_LEN], client[SF_HS_CLIENT_LEN], status_frame[SF_HS_STATUS_MAX];
         size_t status_len;
+        char service[SF_HS_SERVICE_MAX + 1];
+        uint8_t service_ext[SF_HS_SERVICE_EXT_MAX];
+        size_t service_ext_len;
         unsigned seen; /* bit per field */
 };
 
@@ -45,7 +48,8 @@ static void exact(const char *hex, uint8_t *out, size_t len, const char *what) {
 
 static void set_field(struct vector *v, const char *k, const char *val) {
         static const char *const names[] = { "name", "key", "server-nonce", "client-nonce", "flags", "status",
-                                             "reason", "hello", "client-frame", "status-frame" };
+                                             "reason", "hello", "client-frame", "status-frame", "service",
+                                             "service-ext" };
         size_t i;
         for (i = 0; i < sizeof names / sizeof names[0]; i++)
                 if (strcmp(k, names[i]) == 0)
@@ -63,6 +67,8 @@ static void set_field(struct vector *v, const char *k, const char *val) {
         case 7: exact(val, v->hello, SF_HS_HELLO_LEN, k); break;
         case 8: exact(val, v->client, SF_HS_CLIENT_LEN, k); break;
         case 9: v->status_len = unhex(val, v->status_frame, sizeof v->status_frame, k); break;
+        case 10: snprintf(v->service, sizeof v->service, "%s", val); break;
+        case 11: v->service_ext_len = unhex(val, v->service_ext, sizeof v->service_ext, k); break;
         }
 }
 
@@ -96,8 +102,12 @@ static void load_vectors(void) {
                 if (!cur)
                         continue;
                 if (strcmp(trim(line), "```") == 0) {
-                        cr_assert_eq(cur->seen, 0x3ffu, "vector %zu (%s) lacks fields (seen %#x)", n_vectors,
+                        cr_assert_eq(cur->seen & 0x3ffu, 0x3ffu, "vector %zu (%s) lacks fields (seen %#x)", n_vectors,
                                      cur->name, cur->seen);
+                        /* The service and its extension go with the SERVICE flag, and only with it. */
+                        bool with_service = (cur->flags & SF_HS_FLAG_SERVICE) != 0;
+                        cr_assert_eq((cur->seen >> 10) == 3u, with_service, "vector %zu (%s): flags %#x, service fields %#x",
+                                     n_vectors, cur->name, cur->flags, cur->seen >> 10);
                         cur = NULL;
                         continue;
                 }
@@ -137,6 +147,12 @@ Test(vectors, build_matches) {
                 cr_assert_eq(n, v->status_len, "%s: status frame length %zu, document says %zu", v->name, n,
                              v->status_len);
                 cr_assert_eq(memcmp(st, v->status_frame, n), 0, "%s: status frame differs", v->name);
+                if (v->service[0]) {
+                        uint8_t ext[SF_HS_SERVICE_EXT_MAX];
+                        size_t m = sf_hs_service_build(ext, &v->key, v->snonce, v->cnonce, v->service);
+                        cr_assert_eq(m, v->service_ext_len, "%s: service extension length", v->name);
+                        cr_assert_eq(memcmp(ext, v->service_ext, m), 0, "%s: service extension differs", v->name);
+                }
         }
 }
 
@@ -158,6 +174,12 @@ Test(vectors, parse_matches) {
                                                 reason), 0, "%s", v->name);
                 cr_assert_eq((unsigned)st, v->status);
                 cr_assert_str_eq(reason, v->reason);
+                if (v->service[0]) {
+                        char name[SF_HS_SERVICE_MAX + 1];
+                        cr_assert_eq(sf_hs_service_verify(v->service_ext, v->service_ext_len, &v->key, v->snonce,
+                                                          v->cnonce, name), 0, "%s", v->name);
+                        cr_assert_str_eq(name, v->service);
+                }
 
                 /* The same frames under a key one bit off are rejected. */
                 struct sf_hs_key wrong = v->key;
