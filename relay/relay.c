@@ -125,6 +125,7 @@ static int links_open(struct sf_relay *relay) {
                         /* The host opens no streams toward us; the windows bound what it may
                          * send unread (doc/PROTOCOL.md "Flow control"). */
                         .mux = { .max_streams = 16, .stream_window = 256 * 1024, .link_window = 8 * 1024 * 1024 },
+                        .eng = &relay->eng,
                 };
                 for (size_t k = 0; k < c->n_connect; k++) {
                         if (!sf_endpoint_is_network(&c->connect[k]))

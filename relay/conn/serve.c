@@ -93,6 +93,7 @@ void sf_conn_link_accept(struct sf_conn *c) {
                 .name = sl->name,
                 .keepalive_ms = fwd->conf->keepalive_ms,
                 .mux = { .max_streams = (uint32_t)streams, .stream_window = STREAM_WINDOW, .link_window = LINK_WINDOW },
+                .eng = fwd->eng,
         };
         /* The status (its reason lists the services, under the MAC) goes first: the client
          * speaks HTTP/2 only once it verified it. */

@@ -10,11 +10,13 @@
 
 #include "conf/log.h"
 #include "relay/engine/bufpool.h"
+#include "relay/engine/engine.h"
 #include "relay/link/messages.h"
 #include "relay/sys/platform.h"
 
-/* Reads of the link land here before the mux takes them. */
-#define READ_BUF (64 * 1024)
+/* Reads of the link land here before the mux takes them: a pooled buffer, so that one read
+ * takes what a busy link has queued. */
+#define READ_BUF SF_BUF_SIZE
 /* One write at a time, of at most this much: the mux frames the next bytes only once the
  * last ones were taken, so what waits to go out stays in the streams' own buffers, bounded. */
 #define WRITE_BUF (256 * 1024)
@@ -77,6 +79,7 @@ struct sf_link {
         bool writing;
         bool flush_due;
         uv_idle_t flush;
+        struct sf_ev flush_ev; /* the same through the engine's deferred calls */
 
         uint64_t ping_sent_ms;
         unsigned pings_missed;
@@ -92,6 +95,7 @@ static void link_down(struct sf_link *l, const char *cause);
 static void dial(struct sf_link *l);
 static void flush(struct sf_link *l);
 static void vsock_poll_drop(struct sf_link *l);
+static void on_flush_deferred(struct sf_ev *ev, uint32_t events);
 
 /* ---- lifetime ---------------------------------------------------------------------------- */
 
@@ -111,7 +115,7 @@ static void set_state(struct sf_link *l, enum sf_link_state st, const char *caus
 static void maybe_free(struct sf_link *l) {
         if (l->closing && l->handles == 0) {
                 sf_bufpool_put(l->pool, l->out);
-                free(l->in);
+                sf_bufpool_put(l->pool, l->in);
                 free(l);
         }
 }
@@ -186,6 +190,8 @@ void sf_link_close(struct sf_link *l) {
         mux_end(l, "the relay closed it");
         l->closing = true;
         l->state = SF_LINK_CLOSED;
+        if (l->p->eng)
+                sf_engine_cancel(l->p->eng, &l->flush_ev);
         if (l->gai_pending)
                 uv_cancel((uv_req_t *)&l->gai);
         if (l->ai_list) {
@@ -205,10 +211,10 @@ static struct sf_link *link_alloc(uv_loop_t *loop, struct sf_bufpool *pool, cons
         if (!l)
                 return NULL;
         l->vsock_fd = -1;
-        l->in = malloc(READ_BUF);
+        l->in = sf_bufpool_get(pool);
         l->out = sf_bufpool_get(pool);
         if (!l->in || !l->out) {
-                free(l->in);
+                sf_bufpool_put(pool, l->in);
                 sf_bufpool_put(pool, l->out);
                 free(l);
                 return NULL;
@@ -221,6 +227,7 @@ static struct sf_link *link_alloc(uv_loop_t *loop, struct sf_bufpool *pool, cons
         l->since = time(NULL);
         uv_timer_init(loop, &l->timer);
         uv_idle_init(loop, &l->flush);
+        l->flush_ev.cb = on_flush_deferred;
         l->timer.data = l->flush.data = l;
         l->handles = 2;
         return l;
@@ -231,6 +238,15 @@ static struct sf_link *link_alloc(uv_loop_t *loop, struct sf_bufpool *pool, cons
 static void on_flush_idle(uv_idle_t *h) {
         struct sf_link *l = h->data;
         uv_idle_stop(&l->flush);
+        if (l->p->eng)
+                sf_engine_cancel(l->p->eng, &l->flush_ev);
+        l->flush_due = false;
+        flush(l);
+}
+
+static void on_flush_deferred(struct sf_ev *ev, uint32_t events) {
+        (void)events;
+        struct sf_link *l = (struct sf_link *)((char *)ev - offsetof(struct sf_link, flush_ev));
         l->flush_due = false;
         flush(l);
 }
@@ -241,7 +257,10 @@ static void mux_want_output(void *owner) {
         if (l->flush_due || l->writing || !l->t)
                 return;
         l->flush_due = true;
-        uv_idle_start(&l->flush, on_flush_idle);
+        if (l->p->eng)
+                sf_engine_defer(l->p->eng, &l->flush_ev);
+        else
+                uv_idle_start(&l->flush, on_flush_idle);
 }
 
 static void on_written(uv_write_t *req, int status) {
@@ -773,6 +792,8 @@ static void link_down(struct sf_link *l, const char *cause) {
         l->phase = PH_NONE;
         uv_timer_stop(&l->timer);
         uv_idle_stop(&l->flush);
+        if (l->p->eng)
+                sf_engine_cancel(l->p->eng, &l->flush_ev);
         l->flush_due = false;
         if (!l->dialer) {
                 if (was_up)

@@ -41,6 +41,9 @@ struct sf_link_params {
         uint64_t handshake_timeout_ms;
         uint64_t keepalive_ms; /* 0: no pings */
         struct sf_mux_config mux;
+        /* The relay's engine, whose deferred calls run right after the events of a turn: the
+         * streams' bytes of a turn go out in one write then (NULL: at libuv's next turn). */
+        struct sf_engine *eng;
 };
 
 struct sf_link_ops {

@@ -87,6 +87,7 @@ struct sf_link_entry *sf_link_table_get(struct sf_link_table *t, const struct sf
                 .handshake_timeout_ms = s->handshake_timeout_ms,
                 .keepalive_ms = s->keepalive_ms,
                 .mux = s->mux,
+                .eng = s->eng,
         };
         int r = sf_link_client_new(t->loop, t->pool, &e->params, &entry_ops, e, &e->link);
         if (r < 0) {

@@ -29,6 +29,7 @@ struct sf_link_settings {
         uint64_t handshake_timeout_ms;
         uint64_t keepalive_ms;
         struct sf_mux_config mux;
+        struct sf_engine *eng;
 };
 
 int sf_link_table_new(uv_loop_t *loop, struct sf_bufpool *pool, struct sf_link_table **out);
