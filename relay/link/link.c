@@ -113,8 +113,10 @@ static void set_state(struct sf_link *l, enum sf_link_state st, const char *caus
                 l->ops->state_changed(l->owner, l);
 }
 
+/* A getaddrinfo that uv_cancel could not stop (it was already running on the thread pool)
+ * still calls on_resolved: the link stays until it has. */
 static void maybe_free(struct sf_link *l) {
-        if (l->closing && l->handles == 0) {
+        if (l->closing && l->handles == 0 && !l->gai_pending) {
                 sf_bufpool_put(l->pool, l->out);
                 sf_bufpool_put(l->pool, l->in);
                 free(l);
@@ -620,6 +622,7 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
         l->gai_pending = false;
         if (l->closing || status == UV_ECANCELED) {
                 uv_freeaddrinfo(res);
+                maybe_free(l);
                 return;
         }
         if (status < 0) {
