@@ -24,7 +24,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import sftap  # noqa: E402
-from sfharness import (Scene, Skip, connect, free_port, run_sockferry, wait_for, ENGINE,  # noqa: E402
+from sfharness import (Scene, Skip, connect, free_port, run_sockferry, wait_for, wait_link_up, ENGINE,  # noqa: E402
                        LINK_MODE, VALGRIND)
 
 ap = argparse.ArgumentParser()
@@ -75,6 +75,7 @@ class Pair:
             "-F", "cont:unix:%s/cont.sock=tcp:127.0.0.1:%d,auth=token,token-file=%s,connect-timeout=2s%s"
             % (d, self.port, self.token, cont_extra)])
         self.sock = d + "/cont.sock"
+        wait_link_up(self.port)
 
     def restart_host(self):
         self.host = self.sc.relay(["relay"] + self.host_args)
