@@ -827,6 +827,13 @@ static void link_down(struct sf_link *l, const char *cause) {
 
 /* ---- the API ------------------------------------------------------------------------------ */
 
+void sf_link_hurry(struct sf_link *l) {
+        if (!l->dialer || l->closing || l->state != SF_LINK_DOWN || !uv_is_active((uv_handle_t *)&l->timer))
+                return;
+        if (uv_timer_get_due_in(&l->timer) > BACKOFF_MIN_MS)
+                uv_timer_start(&l->timer, on_backoff, BACKOFF_MIN_MS, 0);
+}
+
 int sf_link_client_new(uv_loop_t *loop, struct sf_bufpool *pool, const struct sf_link_params *p,
                        const struct sf_link_ops *ops, void *owner, struct sf_link **out) {
         struct sf_link *l = link_alloc(loop, pool, p, ops, owner);

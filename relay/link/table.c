@@ -106,6 +106,7 @@ struct sf_link *sf_link_entry_link(struct sf_link_entry *e) {
 
 void sf_link_wait(struct sf_link_entry *e, struct sf_link_waiter *w) {
         sf_list_push_back(&e->waiters, &w->node);
+        sf_link_hurry(e->link);
 }
 
 void sf_link_wait_cancel(struct sf_link_entry *e, struct sf_link_waiter *w) {

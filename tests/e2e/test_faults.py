@@ -79,6 +79,7 @@ class Pair:
 
     def restart_host(self):
         self.host = self.sc.relay(["relay"] + self.host_args)
+        wait_link_up(self.port)
 
 
 def echo_once(path, data=b"ping", timeout=5):

@@ -172,9 +172,11 @@ def wait_link_up(port, prefix=None, timeout=None):
         return
 
     def up():
-        out = subprocess.run(list(prefix or []) + ["ss", "-Htn", "state", "established", "( dport = :%d )" % port],
+        # Up once more than the host's 37-byte hello came back: its status and SETTINGS follow
+        # our client frame, so the host relay has accepted the connection (and holds its fd).
+        out = subprocess.run(list(prefix or []) + ["ss", "-Htni", "state", "established", "( dport = :%d )" % port],
                              capture_output=True, text=True).stdout
-        return out.strip() != ""
+        return any(int(n) > 37 for n in re.findall(r"bytes_received:(\d+)", out))
     wait_for(up, timeout=timeout or (60 if VALGRIND else 10), what="the shared link to port %d" % port)
 
 
