@@ -38,6 +38,8 @@ struct far {
         struct sf_relay *relay;
         bool relay_started;
         uv_signal_t sigs[N_STOP_SIGNALS];
+        bool signals_on;
+        uv_timer_t end_timer; /* the end runs outside the link's callbacks */
         bool ending;
         int status;
 };
@@ -50,16 +52,12 @@ static void on_relay_stopped(struct sf_relay *relay, void *data) {
         f->entry = NULL;
 }
 
-/* The link ended, a signal came, or it failed: the sockets go (the relay's stop closes and
- * removes them at once), then the link. */
-static void far_end(struct far *f, int status) {
-        if (f->ending)
-                return;
-        f->ending = true;
-        if (status)
-                f->status = status;
-        for (size_t i = 0; i < N_STOP_SIGNALS; i++)
+static void on_end(uv_timer_t *t) {
+        struct far *f = t->data;
+        uv_close((uv_handle_t *)&f->end_timer, NULL);
+        for (size_t i = 0; f->signals_on && i < N_STOP_SIGNALS; i++)
                 uv_close((uv_handle_t *)&f->sigs[i], NULL);
+        f->signals_on = false;
         if (f->cfg) {
                 sf_mux_stream_close(f->cfg);
                 f->cfg = NULL;
@@ -69,6 +67,18 @@ static void far_end(struct far *f, int status) {
                 return;
         }
         on_relay_stopped(NULL, f);
+}
+
+/* The link ended, a signal came, or it failed: the sockets go (the relay's stop closes and
+ * removes them at once), then the link, in the loop's next turn: the link may not be freed
+ * from inside its own callbacks, where this is called. */
+static void far_end(struct far *f, int status) {
+        if (f->ending)
+                return;
+        f->ending = true;
+        if (status)
+                f->status = status;
+        uv_timer_start(&f->end_timer, on_end, 0, 0);
 }
 
 /* The host's sections: bound as any relay's, every candidate the link. */
@@ -204,6 +214,8 @@ static int pipe_of(uv_loop_t *loop, int fd, const char *what, uv_pipe_t **out) {
 int sf_link_stdio_run(int in_fd, int out_fd, const struct sf_link_stdio_params *p) {
         struct far f = { .p = p };
         uv_loop_init(&f.loop);
+        uv_timer_init(&f.loop, &f.end_timer);
+        f.end_timer.data = &f;
         sf_conf_init(&f.conf);
         f.pool = sf_bufpool_new(8);
         f.lp = (struct sf_link_params){
@@ -229,6 +241,7 @@ int sf_link_stdio_run(int in_fd, int out_fd, const struct sf_link_stdio_params *
                 f.sigs[i].data = &f;
                 uv_signal_start(&f.sigs[i], on_signal, stop_signals[i]);
         }
+        f.signals_on = true;
         f.waiter.cb = on_link_state;
         sf_link_wait(f.entry, &f.waiter);
         uv_run(&f.loop, UV_RUN_DEFAULT);
@@ -236,6 +249,8 @@ int sf_link_stdio_run(int in_fd, int out_fd, const struct sf_link_stdio_params *
                 sf_relay_run(&f.loop, f.relay);
         status = f.status;
 out:
+        if (!uv_is_closing((uv_handle_t *)&f.end_timer))
+                uv_close((uv_handle_t *)&f.end_timer, NULL);
         uv_run(&f.loop, UV_RUN_DEFAULT);
         sf_relay_free(f.relay);
         uv_loop_close(&f.loop);

@@ -50,7 +50,9 @@ struct sf_attach {
         uv_pipe_t *err;
         char line[LINE_MAX_LEN];
         size_t line_len;
-        char last[LINE_MAX_LEN];
+        char last[LINE_MAX_LEN];     /* the far end's last line */
+        char last_err[LINE_MAX_LEN]; /* its last error or warning, or a line not of its log */
+        char last_said[LINE_MAX_LEN + 200]; /* the last run's end as logged: the same again is not news */
         char cause[256]; /* why the link ended */
         int64_t status;
         int term_signal;
@@ -194,10 +196,13 @@ static void relay_line(struct sf_attach *a, char *line) {
                         while (*rest == ' ')
                                 rest++;
                         snprintf(a->last, sizeof a->last, "%s", rest);
+                        if (lv <= SF_LOG_WARN)
+                                snprintf(a->last_err, sizeof a->last_err, "%s", rest);
                         sf_log((enum sf_log_level)lv, NULL, 0, "far end: %s", rest);
                         return;
                 }
         }
+        snprintf(a->last_err, sizeof a->last_err, "%s", line);
         sf_log(SF_LOG_WARN, NULL, 0, "%s: %s", a->p->what, line);
 }
 
@@ -332,11 +337,14 @@ static void run_over(struct sf_attach *a) {
                 .term_signal = a->term_signal,
                 .was_up = a->was_up,
                 .ever_up = a->ever_up,
-                .last_line = a->last,
+                .last_line = a->last_err[0] ? a->last_err : a->last,
         };
         enum sf_attach_next next = a->p->ended ? a->p->ended(a->p->data, &end, why, sizeof why) : SF_ATTACH_RETRY;
-        if (!why[0] && a->last[0])
-                snprintf(why, sizeof why, "its last words: %s", a->last);
+        if (!why[0] && end.last_line[0])
+                snprintf(why, sizeof why, "the far end said: %s", end.last_line);
+        /* The link's own cause adds something only when it broke (not a plain end of file). */
+        if (a->cause[0] && strcmp(a->cause, "the peer closed it") != 0 && strlen(why) + 2 < sizeof why)
+                snprintf(why + strlen(why), sizeof why - strlen(why), "%sthe link: %s", why[0] ? "; " : "", a->cause);
         if (a->closing) {
                 sf_log(SF_LOG_INFO, NULL, 0, "detached: %s ended (%s)", a->p->what, status);
                 finish(a);
@@ -360,9 +368,13 @@ static void run_over(struct sf_attach *a) {
                 a->backoff_ms = BACKOFF_MAX_MS;
         /* Jitter: many attaches to an engine that comes back do not all exec at once. */
         uint64_t wait = a->backoff_ms / 2 + randombytes_uniform((uint32_t)(a->backoff_ms / 2 + 1));
-        sf_log(a->was_up ? SF_LOG_WARN : SF_LOG_INFO, NULL, 0, "%s %s (%s%s%s%s%s): attaching again in %llums",
-               a->p->what, a->was_up ? "detached" : "ended before attaching", status, a->cause[0] && a->was_up ? "; " : "",
-               a->was_up ? a->cause : "", why[0] ? "; " : "", why, (unsigned long long)wait);
+        /* Logged once per change: an exec that keeps failing the same way is not news each time. */
+        char said[sizeof a->last_said];
+        snprintf(said, sizeof said, "%s%s%s", status, why[0] ? "; " : "", why);
+        bool same = strcmp(said, a->last_said) == 0;
+        snprintf(a->last_said, sizeof a->last_said, "%s", said);
+        sf_log(same ? SF_LOG_DEBUG : a->was_up ? SF_LOG_WARN : SF_LOG_INFO, NULL, 0, "%s ended (%s): attaching again in %llums",
+               a->p->what, said, (unsigned long long)wait);
         uv_timer_start(&a->timer, on_backoff, wait, 0);
 }
 
@@ -401,7 +413,7 @@ static void spawn(struct sf_attach *a) {
         a->status = 0;
         a->term_signal = 0;
         a->was_up = false;
-        a->last[0] = a->cause[0] = '\0';
+        a->last[0] = a->last_err[0] = a->cause[0] = '\0';
         a->line_len = 0;
         uv_pipe_t *in = pipe_new(a), *out = pipe_new(a), *err = pipe_new(a);
         a->proc = calloc(1, sizeof *a->proc);
