@@ -325,14 +325,17 @@ static int open_regular(const char *path, FILE **out) {
         return r;
 }
 
-/* Parses what l reads (a file or a text) into c, whose name for messages is path. */
+static int name_check(const struct sf_conf *c, const char *path) {
+        if (strlen(path) < sizeof c->file)
+                return 0;
+        sf_log_error("%.*s...: cannot read config: %s", QUOTE_MAX, path, strerror(ENAMETOOLONG));
+        return -ENAMETOOLONG;
+}
+
+/* Parses what l reads (a file or a text) into c, whose name for messages is path (checked). */
 static int load(struct loader *l, struct sf_conf *c, const char *path) {
         int r;
 
-        if (strlen(path) >= sizeof c->file) {
-                sf_log_error("%.*s...: cannot read config: %s", QUOTE_MAX, path, strerror(ENAMETOOLONG));
-                return -ENAMETOOLONG;
-        }
         /* Room for every forward a configuration may have, with those already added. */
         r = sf_conf_index_init(&l->names, SF_MAX_FORWARDS);
         if (r < 0) {
@@ -366,8 +369,8 @@ static int load(struct loader *l, struct sf_conf *c, const char *path) {
 
 int sf_conf_load(struct sf_conf *c, const char *path) {
         struct loader l = { .conf = c, .path = path };
-        int r = open_regular(path, &l.f);
-        if (r < 0)
+        int r = name_check(c, path);
+        if (r < 0 || (r = open_regular(path, &l.f)) < 0)
                 return r;
         r = load(&l, c, path);
         fclose(l.f);
@@ -376,5 +379,6 @@ int sf_conf_load(struct sf_conf *c, const char *path) {
 
 int sf_conf_load_text(struct sf_conf *c, const char *name, const char *text, size_t len) {
         struct loader l = { .conf = c, .path = name, .mem = text, .mem_len = len };
-        return load(&l, c, name);
+        int r = name_check(c, name);
+        return r < 0 ? r : load(&l, c, name);
 }
