@@ -116,7 +116,14 @@ static enum sf_attach_next on_ended(void *data, const struct sf_attach_end *end,
 
 int sf_cmd_attach(int argc, char **argv) {
         enum { OPT_ENGINE = 0x300, OPT_ENGINE_CMD, OPT_INJECT };
-        static const struct option opts[] = { SF_CLI_LONGOPTS,
+        /* The common options but -t: what attach would bind is in the container. */
+        static const struct option opts[] = { { "config", required_argument, NULL, 'c' },
+                                               { "forward", required_argument, NULL, 'F' },
+                                               { "verbose", no_argument, NULL, 'v' },
+                                               { "quiet", no_argument, NULL, 'q' },
+                                               { "log-format", required_argument, NULL, SF_OPT_LOG_FORMAT },
+                                               { "version", no_argument, NULL, 'V' },
+                                               { "help", no_argument, NULL, 'h' },
                                                { "engine", required_argument, NULL, OPT_ENGINE },
                                                { "engine-cmd", required_argument, NULL, OPT_ENGINE_CMD },
                                                { "inject", optional_argument, NULL, OPT_INJECT },
