@@ -128,6 +128,19 @@ def test_data_both_ways_and_half_close_no_tcp_listener(sc):
     assert tcp_listeners() == before, "attach opened a TCP listener: %s" % (set(tcp_listeners()) - set(before))
 
 
+def test_mode_owner_and_alias_are_applied_in_the_container(sc):
+    d = sc.tmpdir()
+    box = Container(sc, d)
+    sc.server("echo", d + "/echo.sock")
+    r = attach(sc, ["echo:unix:%s/sf/echo.sock=unix:%s/echo.sock,mode=0640,owner=65534,group=65534,alias=%s/app.sock"
+                    % (box.run_dir, d, box.run_dir)], box)
+    rc, out, err = box.run(["stat", "-c", "%a %u %g %F", box.run_dir + "/sf/echo.sock"])
+    assert rc == 0 and out.split() == ["640", "65534", "65534", "socket"], (out, err, r.text())
+    rc, out, err = box.run(["readlink", box.run_dir + "/app.sock"])
+    assert rc == 0 and out.strip() == box.run_dir + "/sf/echo.sock", (out, err, r.text())
+    assert echo_once(box, box.run_dir + "/app.sock", "via the alias") == "via the alias", r.text()
+
+
 HTTP_SERVER = r'''
 import http.server, os, socketserver, sys
 class H(http.server.SimpleHTTPRequestHandler):
