@@ -185,6 +185,16 @@ int sf_cmd_attach(int argc, char **argv) {
                              "CONNECT here) or -c FILE with a [NAME] section");
                 status = SF_EX_CONFIG;
         }
+        for (size_t i = 0; status == 0 && i < m.conf.n_forwards; i++) {
+                const struct sf_forward *f = &m.conf.forwards[i];
+                if (f->listen.kind == SF_EP_UNIX || f->listen.kind == SF_EP_ABSTRACT || f->listen.kind == SF_EP_TCP)
+                        continue;
+                sf_log(SF_LOG_ERROR, f->name, 0,
+                       "%s: %s listen endpoints cannot be made in the container by attach (no socket activation, "
+                       "no vsock there), expected unix:/PATH, unix:@NAME or tcp:HOST:PORT",
+                       f->origin.where, sf_endpoint_kind_name(f->listen.kind));
+                status = SF_EX_CONFIG;
+        }
         if (status) {
                 sf_conf_free(&m.conf);
                 sf_attach_engine_free(&m.eng);

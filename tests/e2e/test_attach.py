@@ -367,6 +367,8 @@ def test_engine_failures_in_plain_words(sc):
     rc, out, err = run_sockferry(["attach", "-F", "x:unix:%s/c/x.sock=unix:%s/x.sock" % (d, d), "--engine",
                                   "lxc", "app"])
     assert rc == 64 and "docker, podman or kubectl" in err, (rc, err)
+    rc, out, err = run_sockferry(["attach", "-F", "x:systemd:x=unix:%s/x.sock" % d, "app"])
+    assert rc == 78 and "cannot be made in the container" in err, (rc, err)
 
 
 def test_engine_container_not_running_is_retried(sc):
