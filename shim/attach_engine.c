@@ -276,7 +276,14 @@ enum sf_attach_next sf_attach_engine_explain(struct sf_attach_engine *e, const s
         bool not_found = has(line, "executable file not found") || has(line, "not found in $path") ||
                          has(line, "no such file or directory") || has(line, "not found");
         if ((end->exit_status == 126 || end->exit_status == 127) && (not_found || !line[0])) {
-                if (engine && e->inject && !e->injected) {
+                if (engine && e->inject && e->injected && !end->ever_up) {
+                        snprintf(why, cap, "--inject copied sockferry to %s:%s, but it does not run there (%s): a /tmp "
+                                 "mounted noexec, or a binary of another architecture (--inject=PATH)",
+                                 e->target, INJECT_PATH, line[0] ? line : "exit status 126/127");
+                        return SF_ATTACH_GIVE_UP;
+                }
+                if (engine && e->inject) {
+                        /* Again after a run that worked: a container made anew has lost its /tmp. */
                         if (inject(e, why, cap) < 0)
                                 return SF_ATTACH_GIVE_UP;
                         snprintf(why, cap, "no sockferry in %s: --inject copied one in", e->target);
