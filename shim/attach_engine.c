@@ -242,6 +242,10 @@ enum sf_attach_next sf_attach_engine_explain(struct sf_attach_engine *e, const s
                 snprintf(why, cap, "%s could not be started: %s", cli, strerror(-end->spawn_err));
                 return SF_ATTACH_GIVE_UP;
         }
+        if (engine && end->was_up && end->exit_status == 137) {
+                snprintf(why, cap, "the exec was killed: %s stopped or restarted", e->target);
+                return SF_ATTACH_RETRY;
+        }
         if (end->term_signal || end->was_up)
                 return SF_ATTACH_RETRY; /* the far end's last line says the rest */
         if (has(line, "permission denied") && (has(line, "docker daemon socket") || has(line, ".sock") || has(line, "daemon"))) {

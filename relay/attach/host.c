@@ -52,6 +52,7 @@ struct sf_attach {
         size_t line_len;
         char last[LINE_MAX_LEN];     /* the far end's last line */
         char last_err[LINE_MAX_LEN]; /* its last error or warning, or a line not of its log */
+        char prev_err[LINE_MAX_LEN]; /* the run before's: the same line again is not news */
         char last_said[LINE_MAX_LEN + 200]; /* the last run's end as logged: the same again is not news */
         char cause[256]; /* why the link ended */
         int64_t status;
@@ -203,7 +204,7 @@ static void relay_line(struct sf_attach *a, char *line) {
                 }
         }
         snprintf(a->last_err, sizeof a->last_err, "%s", line);
-        sf_log(SF_LOG_WARN, NULL, 0, "%s: %s", a->p->what, line);
+        sf_log(strcmp(line, a->prev_err) == 0 ? SF_LOG_DEBUG : SF_LOG_WARN, NULL, 0, "%s: %s", a->p->what, line);
 }
 
 static void err_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
@@ -337,13 +338,18 @@ static void run_over(struct sf_attach *a) {
                 .term_signal = a->term_signal,
                 .was_up = a->was_up,
                 .ever_up = a->ever_up,
-                .last_line = a->last_err[0] ? a->last_err : a->last,
+                /* Its last error; else, before the link came up, what it wrote instead of frames
+                 * (an engine's message on stdout); else its last line. */
+                .last_line = a->last_err[0]                              ? a->last_err
+                             : !a->was_up && strncmp(a->cause, "it wrote", 8) == 0 ? a->cause
+                                                                         : a->last,
         };
         enum sf_attach_next next = a->p->ended ? a->p->ended(a->p->data, &end, why, sizeof why) : SF_ATTACH_RETRY;
         if (!why[0] && end.last_line[0])
                 snprintf(why, sizeof why, "the far end said: %s", end.last_line);
         /* The link's own cause adds something only when it broke (not a plain end of file). */
-        if (a->cause[0] && strcmp(a->cause, "the peer closed it") != 0 && strlen(why) + 2 < sizeof why)
+        if (a->cause[0] && strcmp(a->cause, "the peer closed it") != 0 && end.last_line != a->cause &&
+            strlen(why) + 2 < sizeof why)
                 snprintf(why + strlen(why), sizeof why - strlen(why), "%sthe link: %s", why[0] ? "; " : "", a->cause);
         if (a->closing) {
                 sf_log(SF_LOG_INFO, NULL, 0, "detached: %s ended (%s)", a->p->what, status);
@@ -413,6 +419,7 @@ static void spawn(struct sf_attach *a) {
         a->status = 0;
         a->term_signal = 0;
         a->was_up = false;
+        memcpy(a->prev_err, a->last_err, sizeof a->prev_err);
         a->last[0] = a->last_err[0] = a->cause[0] = '\0';
         a->line_len = 0;
         uv_pipe_t *in = pipe_new(a), *out = pipe_new(a), *err = pipe_new(a);

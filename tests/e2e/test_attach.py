@@ -4,7 +4,8 @@ link over an exec's stdin and stdout, into a "container" made of mount and netwo
 (unshare) with an empty directory bind-mounted where the sockets go, as Docker Desktop leaves
 one for a host socket it could not carry. attach enters it with `nsenter -t PID -m -n sockferry
 link --stdio`; unmodified clients run inside with nsenter. The engines' CLIs are played by a
-shell script that prints docker's own error texts and exits as docker does.
+shell script that prints docker's own error texts (as docker 20.10 prints them, on the same
+streams) and exits as docker does.
 
 Each test gets a Scene (tests/lib/sfharness.py) for what it starts."""
 
@@ -293,7 +294,7 @@ nosuch)
         echo "Error response from daemon: No such container: $5" >&2
         exit 1 ;;
 stopped)
-        echo "Error response from daemon: container 3f2a9c1b7d is not running" >&2
+        echo "Error response from daemon: Container 851974ea3f65e826bb83fbd64b4abbd006e3fbfed063c08e274c4e3b9b16e8dd is not running" >&2
         exit 1 ;;
 old)
         echo "sockferry: unknown command 'link'; run 'sockferry --help' for the list" >&2
@@ -314,8 +315,9 @@ uname) echo x86_64; exit ;;
 mkdir) mkdir -p "$FAKE_ROOT$3"; exit ;;
 sockferry)
         if [ "$FAKE_MODE" = missing ] || [ "$FAKE_MODE" = inject ]; then
-                echo 'OCI runtime exec failed: exec failed: unable to start container process: exec: "sockferry": executable file not found in $PATH: unknown' >&2
-                exit 127
+                # docker 20.10 says it on stdout, where the link's frames belong, and exits 126
+                echo 'OCI runtime exec failed: exec failed: unable to start container process: exec: "sockferry": executable file not found in $PATH: unknown'
+                exit 126
         fi
         shift
         exec "$SOCKFERRY" "$@" ;;
