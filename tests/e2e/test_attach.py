@@ -67,11 +67,22 @@ class Container:
         return self.run(["test", "-e", path])[0] == 0
 
 
+# Under valgrind the far end runs under memcheck too; its status is in attach's log.
+FAR_VALGRIND = ["valgrind", "-q", "--leak-check=full", "--errors-for-leak-kinds=all", "--error-exitcode=99"]
+
+
 def attach(sc, forwards, container, program=None, expect=0, extra=()):
-    """attach with forwards (-F specs) into container; returns once the far end is ready."""
+    """attach with forwards (-F specs) into container; returns once the far end is ready. At
+    the end attach is stopped, and a far end that valgrind found fault with fails the test."""
     args = ["attach", "-v"] + [a for f in forwards for a in ("-F", f)] + list(extra)
-    args += ["--"] + container.enter() + [program or SOCKFERRY, "link", "--stdio"]
+    args += ["--"] + container.enter() + (FAR_VALGRIND if VALGRIND else []) + [program or SOCKFERRY, "link",
+                                                                              "--stdio"]
     r = sc.relay(args, wait_ready=False, expect=expect)
+
+    def far_end_clean():
+        text = r.stop()
+        assert "(exit status 99)" not in text, "valgrind found errors or leaks in the far end:\n" + text
+    sc.callback(far_end_clean)
     wait_for(lambda: "far end: ready" in r.text() or r.proc.poll() is not None, 30 if not VALGRIND else 120,
              "the far end to be ready")
     assert "far end: ready" in r.text(), r.text()
