@@ -11,6 +11,7 @@
 
 #include "conf/log.h"
 #include "relay/attach/host.h"
+#include "relay/control/control.h"
 #include "relay/relay.h"
 #include "shim/attach_engine.h"
 #include "shim/cli.h"
@@ -28,6 +29,7 @@ struct attach_main {
         struct sf_conf conf;
         struct sf_relay *relay;
         struct sf_attach *attach;
+        struct sf_control *control; /* `control =`: sockferry stats of attach's forwards */
         struct sf_attach_engine eng;
         struct sf_attach_params params;
         uv_signal_t sigs[N_STOP_SIGNALS];
@@ -82,6 +84,8 @@ static void on_detached(void *data) {
 static void on_relay_stopped(struct sf_relay *relay, void *data) {
         (void)relay;
         struct attach_main *m = data;
+        sf_control_close(m->control);
+        m->control = NULL;
         sf_attach_close(m->attach, on_detached, m);
 }
 
@@ -216,8 +220,10 @@ int sf_cmd_attach(int argc, char **argv) {
                 status = SF_EX_CONFIG;
                 goto out;
         }
-        if (sf_relay_start_unbound(m.relay) < 0 || sf_attach_new(&m.loop, &m.conf, m.relay, &m.params, &m.attach) < 0) {
+        if ((m.conf.control_set && sf_control_new(&m.loop, &m.conf, m.relay, &m.control) < 0) ||
+            sf_relay_start_unbound(m.relay) < 0 || sf_attach_new(&m.loop, &m.conf, m.relay, &m.params, &m.attach) < 0) {
                 status = 1;
+                sf_control_close(m.control);
                 sf_relay_stop(m.relay, 0, NULL, NULL);
                 sf_relay_run(&m.loop, m.relay);
                 goto out;

@@ -153,6 +153,21 @@ def test_mode_owner_and_alias_are_applied_in_the_container(sc):
     assert echo_once(box, box.run_dir + "/app.sock", "via the alias") == "via the alias", r.text()
 
 
+def test_stats_of_attachs_forwards_on_its_control_socket(sc):
+    d = sc.tmpdir()
+    box = Container(sc, d)
+    sc.server("echo", d + "/echo.sock")
+    with open(d + "/attach.conf", "w") as f:
+        f.write("[sockferry]\ncontrol = unix:%s/control.sock\n[echo]\nlisten = unix:%s/echo.sock\nconnect = unix:%s/echo.sock\n"
+                % (d, box.run_dir, d))
+    r = attach(sc, [], box, extra=["-c", d + "/attach.conf"])
+    assert echo_once(box, box.run_dir + "/echo.sock", "counted") == "counted"
+    rc, out, err = run_sockferry(["stats", "--control", d + "/control.sock"])
+    assert rc == 0 and "echo: unix:%s/echo.sock" % box.run_dir in out and "1 total" in out, (rc, out, err, r.text())
+    r.stop()
+    assert not os.path.exists(d + "/control.sock"), r.text()
+
+
 HTTP_SERVER = r'''
 import http.server, os, socketserver, sys
 class H(http.server.SimpleHTTPRequestHandler):
