@@ -280,6 +280,17 @@ def test_exec_killed_reattaches_and_sigterm_removes_the_sockets(sc):
     assert "removing the sockets" in text and "detached" in text, text
 
 
+def test_attach_killed_the_far_end_sees_eof_and_removes_its_sockets(sc):
+    d = sc.tmpdir()
+    box = Container(sc, d)
+    sc.server("echo", d + "/echo.sock")
+    r = attach(sc, ["echo:unix:%s/echo.sock=unix:%s/echo.sock" % (box.run_dir, d)], box)
+    far = far_end_pid(r)
+    r.kill()  # SIGKILL: nothing of attach's own shutdown runs; the far end's stdin ends
+    wait_for(lambda: not os.path.exists("/proc/%d" % far), 20, "the far end to exit")
+    assert not box.exists(box.run_dir + "/echo.sock"), "the far end left its socket behind"
+
+
 def test_the_far_ends_refusal_reaches_the_host_log(sc):
     # A regular file where the far end must listen: refused there, said here in its words.
     d = sc.tmpdir()
