@@ -207,7 +207,11 @@ static int inject(struct sf_attach_engine *e, char *why, size_t cap) {
                                e->kind == SF_ENGINE_KUBECTL ? "mkdir" : "-p", e->kind == SF_ENGINE_KUBECTL ? "-p" : INJECT_DIR,
                                e->kind == SF_ENGINE_KUBECTL ? INJECT_DIR : NULL, NULL };
         char dst[PATH_MAX + 256];
-        snprintf(dst, sizeof dst, "%s:%s", e->target, INJECT_PATH);
+        /* kubectl exec takes pod/NAME, kubectl cp NAME (or NAMESPACE/NAME) only. */
+        const char *cp_target = e->target;
+        if (e->kind == SF_ENGINE_KUBECTL && strncmp(cp_target, "pod/", 4) == 0)
+                cp_target += 4;
+        snprintf(dst, sizeof dst, "%s:%s", cp_target, INJECT_PATH);
         char *cp_argv[] = { (char *)e->cli, "cp", src, dst, NULL };
         int r = run_capture(mkdir_argv, out, sizeof out);
         if (r == 0)
