@@ -308,6 +308,13 @@ enum sf_attach_next sf_attach_engine_explain(struct sf_attach_engine *e, const s
                 return SF_ATTACH_GIVE_UP;
         }
         if (has(line, "unknown command 'link'") || (end->exit_status == 64 && has(line, "link"))) {
+                if (engine && e->inject && !e->injected) {
+                        if (inject(e, why, cap) < 0)
+                                return SF_ATTACH_GIVE_UP;
+                        snprintf(why, cap, "the sockferry in %s is older and has no `link`: --inject copied this one in",
+                                 e->target);
+                        return SF_ATTACH_RETRY;
+                }
                 snprintf(why, cap, "the far end's sockferry is older and has no `link` command (%s): %s", line,
                          engine ? "give --inject to copy this version in, or update the image"
                                 : "update sockferry there to " SF_VERSION " or later");

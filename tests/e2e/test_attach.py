@@ -337,6 +337,10 @@ old)
         echo "sockferry: unknown command 'link'; run 'sockferry --help' for the list" >&2
         exit 64 ;;
 esac
+if [ "$FAKE_MODE" = old-inject ] && [ "$1" = exec ] && [ "$6" = sockferry ]; then
+        echo "sockferry: unknown command 'link'; run 'sockferry --help' for the list" >&2
+        exit 64
+fi
 if [ "$1" = cp ]; then
         dst=${3#*:}
         mkdir -p "$FAKE_ROOT$(dirname "$dst")" && cp "$2" "$FAKE_ROOT$dst"
@@ -455,6 +459,18 @@ def test_engine_inject_copies_a_sockferry_in(sc):
     s.sendall(b"injected")
     assert s.recv(64) == b"injected"
     s.close()
+    r.stop()
+
+
+def test_engine_inject_replaces_an_older_sockferry(sc):
+    d = sc.tmpdir()
+    engine = fake_engine(d)
+    sc.server("echo", d + "/x.sock")
+    r = sc.relay(["attach", "-F", "x:unix:%s/c/x.sock=unix:%s/x.sock" % (d, d), "--engine-cmd", engine,
+                  "--inject=" + os.path.realpath(SOCKFERRY), "app"],
+                 wait_ready=False, env={"FAKE_MODE": "old-inject", "FAKE_ROOT": d + "/root"})
+    wait_for(lambda: "far end: ready" in r.text(), 30, "the far end")
+    assert "older and has no `link`: --inject copied this one in" in r.text(), r.text()
     r.stop()
 
 
