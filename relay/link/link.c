@@ -354,8 +354,11 @@ static void keepalive_arm(struct sf_link *l) {
 static void mux_input(struct sf_link *l, const uint8_t *data, size_t n) {
         char why[200];
         if (sf_mux_input(l->mux, data, n, why, sizeof why) < 0) {
-                char msg[260];
-                snprintf(msg, sizeof msg, "it broke the protocol: %s", why);
+                char msg[300];
+                if (!l->p->key && !l->dialer && l->state == SF_LINK_CONNECTING)
+                        sf_link_exec_noise(data, n, msg, sizeof msg);
+                else
+                        snprintf(msg, sizeof msg, "it broke the protocol: %s", why);
                 link_down(l, msg);
                 return;
         }
