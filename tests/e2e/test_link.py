@@ -1,0 +1,474 @@
+#!/usr/bin/env python3
+"""The proof of the shared link (issue 24 item 6): services on one port and the multiplexed
+sockferry/2 link between a container relay and a host relay, end to end.
+
+The "container" is a network namespace joined to the host by a veth pair (198.18.0.0/15
+addresses only; `ip netns exec` gives it an /etc/hosts where host.docker.internal is the host
+end). The host relays listen on the host end, 198.18.0.1. Faults come from a TCP proxy of the
+test's own between the two relays (Proxy: resets, stalls, delays, repeated drops), from
+signals to the host relay, and from restarting it. The interop test builds the previous
+release's binary from its commit (cached under the build directory).
+
+Timing numbers (round trips during a bulk transfer) are printed as comments for the benchmark's
+readers, never asserted."""
+
+import contextlib
+import hashlib
+import json
+import os
+import queue
+import selectors
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import sftap  # noqa: E402
+from sfharness import (Relay, Scene, Skip, connect, keygen, netns, popen, recv_all, reap, wait_for,  # noqa: E402
+                       write_conf, SOCKFERRY, VALGRIND)
+
+NS = "sf-link-%d" % os.getpid()
+HOST_IF, CONT_IF = "sflh%d" % (os.getpid() % 100000), "sflc%d" % (os.getpid() % 100000)
+HOST_IP, CONT_IP = "198.18.0.1", "198.18.0.2"
+IN_NS = ["ip", "netns", "exec", NS]
+# The host relays' ports (on HOST_IP) and the proxies' (PROXY_BASE and up).
+PORT, PORT_B = 7811, 7812
+PROXY_BASE = 7830
+MIB = 1 << 20
+# The commit of the previous release (before services and the shared link).
+OLD_COMMIT = "2e99dc6"
+
+
+# ---- pieces ---------------------------------------------------------------------------------
+
+def host_relay(sc, d, sections, name="host.conf", **kw):
+    """A host relay of the forwards in sections (INI text), its token d/token."""
+    conf = write_conf(d, "[sockferry]\ntoken-file = %s/token\n\n%s" % (d, sections), name)
+    return sc.relay(["relay", "-c", conf], **kw)
+
+
+def cont_relay(sc, d, sections, name="cont.conf", prefix=None, **kw):
+    """A container relay (in the namespace) of the forwards in sections."""
+    conf = write_conf(d, "[sockferry]\ntoken-file = %s/token\n\n%s" % (d, sections), name)
+    return sc.relay(["relay", "-c", conf], prefix=prefix or IN_NS, **kw)
+
+
+def fwd(name, listen, connect_, **keys):
+    lines = ["[%s]" % name, "listen = %s" % listen, "connect = %s" % connect_, "auth = token"]
+    lines += ["%s = %s" % (k.replace("_", "-"), v) for k, v in keys.items()]
+    return "\n".join(lines) + "\n\n"
+
+
+def established(port):
+    """The established TCP connections of this (the host's) namespace whose local port is
+    port: what the host sees of the container's relay."""
+    out = subprocess.run(["ss", "-tnH", "state", "established", "( sport = :%d )" % port],
+                         capture_output=True, text=True, check=True).stdout
+    return [line for line in out.splitlines() if line.strip()]
+
+
+def echo_once(path, payload=b"ping", timeout=10):
+    """One client connection: payload up, the echo back, then half-close; returns what came."""
+    s = connect(path, timeout=timeout)
+    try:
+        s.sendall(payload)
+        got = b""
+        while len(got) < len(payload):
+            b = s.recv(65536)
+            if not b:
+                break
+            got += b
+        return got
+    finally:
+        s.close()
+
+
+def closed_without_answer(path, timeout=10):
+    """A client that connects and asks: True when the relay closed it without a byte."""
+    s = connect(path, timeout=timeout)
+    try:
+        try:
+            s.sendall(b"hello?")
+            return s.recv(100) == b""
+        except (BrokenPipeError, ConnectionResetError):
+            return True
+    finally:
+        s.close()
+
+
+def count(text, needle):
+    return text.count(needle)
+
+
+class Proxy:
+    """A TCP proxy of the test's own between the container relay and the host relay, one
+    thread with a selector: it listens on (HOST_IP, port) and connects each connection to
+    target. reset() cuts every connection with RSTs both ways; stall(True) stops carrying bytes
+    (the connections stay open and the bytes wait, as on a path that stalls); delay (seconds)
+    holds each chunk that long each way; refuse(True) cuts new connections at once;
+    drop_after (seconds) cuts each connection that long after it came (a link that drops
+    again and again). accepted and cuts count."""
+
+    def __init__(self, port, target, delay=0.0, drop_after=None):
+        self.target = target
+        self.delay = delay
+        self.drop_after = drop_after
+        self.stalled = False
+        self.refusing = False
+        self.accepted = 0
+        self.cuts = 0
+        self.sel = selectors.DefaultSelector()
+        self.ls = socket.socket()
+        self.ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.ls.bind((HOST_IP, port))
+        self.ls.listen(128)
+        self.ls.setblocking(False)
+        self.wake_r, self.wake_w = socket.socketpair()
+        self.wake_r.setblocking(False)
+        self.sel.register(self.ls, selectors.EVENT_READ, None)
+        self.sel.register(self.wake_r, selectors.EVENT_READ, None)
+        self.cmds = queue.Queue()
+        self.pairs = []
+        self.done = False
+        self.error = None
+        self.t = threading.Thread(target=self._loop, daemon=True)
+        self.t.start()
+
+    # -- the test's side --
+
+    def _call(self, fn):
+        ev = threading.Event()
+        self.cmds.put((fn, ev))
+        self.wake_w.send(b"x")
+        if not ev.wait(10):
+            raise AssertionError("the proxy did not answer: %s" % self.error)
+
+    def reset(self):
+        self._call(lambda: [self._cut(p) for p in list(self.pairs)])
+
+    def stall(self, on):
+        def set_():
+            self.stalled = on
+            for p in self.pairs:
+                self._interest(p)
+        self._call(set_)
+
+    def refuse(self, on):
+        def set_():
+            self.refusing = on
+        self._call(set_)
+
+    def open_pairs(self):
+        n = []
+        self._call(lambda: n.append(len(self.pairs)))
+        return n[0]
+
+    def close(self):
+        if self.done:
+            return
+        self._call(lambda: [self._cut(p) for p in list(self.pairs)])
+        self.done = True
+        self.wake_w.send(b"x")
+        self.t.join(10)
+        self.ls.close()
+        self.wake_r.close()
+        self.wake_w.close()
+        if self.error:
+            raise AssertionError("the proxy failed: %s" % self.error)
+
+    # -- the loop --
+
+    class Pair:
+        def __init__(self, a, b, born):
+            self.socks = [a, b]
+            self.born = born
+            self.out = [[], []]  # per socket: (due, bytes) chunks waiting to go to it
+            self.eof = [False, False]  # read EOF from socket i
+            self.shut = [False, False]  # shut down socket i's writing
+            self.reg = [None, None]
+
+    def _interest(self, p):
+        for i in (0, 1):
+            ev = 0
+            if not self.stalled and not p.eof[i]:
+                ev |= selectors.EVENT_READ
+            if p.out[i] and p.out[i][0][0] <= time.monotonic():
+                ev |= selectors.EVENT_WRITE
+            if ev != p.reg[i]:
+                if p.reg[i]:
+                    self.sel.unregister(p.socks[i])
+                if ev:
+                    self.sel.register(p.socks[i], ev, (p, i))
+                p.reg[i] = ev or None
+
+    def _cut(self, p):
+        if p not in self.pairs:
+            return
+        self.pairs.remove(p)
+        self.cuts += 1
+        for i in (0, 1):
+            if p.reg[i]:
+                self.sel.unregister(p.socks[i])
+            with contextlib.suppress(OSError):
+                p.socks[i].setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            p.socks[i].close()
+
+    def _end(self, p):
+        """Both ways ended cleanly: close without a reset."""
+        self.pairs.remove(p)
+        for i in (0, 1):
+            if p.reg[i]:
+                self.sel.unregister(p.socks[i])
+            p.socks[i].close()
+
+    def _accept(self):
+        try:
+            a, _ = self.ls.accept()
+        except BlockingIOError:
+            return
+        self.accepted += 1
+        if self.refusing:
+            a.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            a.close()
+            return
+        try:
+            b = socket.create_connection(self.target, timeout=2)
+        except OSError:
+            a.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            a.close()
+            return
+        for s in (a, b):
+            s.setblocking(False)
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        p = self.Pair(a, b, time.monotonic())
+        self.pairs.append(p)
+        self._interest(p)
+
+    def _readable(self, p, i):
+        try:
+            data = p.socks[i].recv(65536)
+        except BlockingIOError:
+            return
+        except OSError:
+            self._cut(p)
+            return
+        other = 1 - i
+        if not data:
+            p.eof[i] = True
+            p.out[other].append((time.monotonic() + self.delay, None))
+        else:
+            p.out[other].append((time.monotonic() + self.delay, data))
+        self._interest(p)
+
+    def _writable(self, p, i):
+        now = time.monotonic()
+        while p.out[i] and p.out[i][0][0] <= now:
+            due, data = p.out[i][0]
+            if data is None:
+                with contextlib.suppress(OSError):
+                    p.socks[i].shutdown(socket.SHUT_WR)
+                p.shut[i] = True
+                p.out[i].pop(0)
+                continue
+            try:
+                n = p.socks[i].send(data)
+            except BlockingIOError:
+                break
+            except OSError:
+                self._cut(p)
+                return
+            if n < len(data):
+                p.out[i][0] = (due, data[n:])
+                break
+            p.out[i].pop(0)
+        if p.shut[0] and p.shut[1]:
+            self._end(p)
+            return
+        self._interest(p)
+
+    def _loop(self):
+        try:
+            while not self.done:
+                now = time.monotonic()
+                timeout = 0.05
+                for p in self.pairs:
+                    for i in (0, 1):
+                        if p.out[i]:
+                            timeout = min(timeout, max(0.0, p.out[i][0][0] - now))
+                    if self.drop_after is not None:
+                        timeout = min(timeout, max(0.0, p.born + self.drop_after - now))
+                for key, ev in self.sel.select(timeout):
+                    if key.fileobj is self.ls:
+                        self._accept()
+                    elif key.fileobj is self.wake_r:
+                        with contextlib.suppress(BlockingIOError):
+                            self.wake_r.recv(4096)
+                        while not self.cmds.empty():
+                            fn, done = self.cmds.get()
+                            fn()
+                            done.set()
+                    else:
+                        p, i = key.data
+                        if p not in self.pairs:
+                            continue
+                        if ev & selectors.EVENT_READ:
+                            self._readable(p, i)
+                        if p in self.pairs and ev & selectors.EVENT_WRITE:
+                            self._writable(p, i)
+                now = time.monotonic()
+                for p in list(self.pairs):
+                    if self.drop_after is not None and now >= p.born + self.drop_after:
+                        self._cut(p)
+                    elif any(p.out[i] and p.out[i][0][0] <= now for i in (0, 1)):
+                        for i in (0, 1):
+                            if p in self.pairs and p.out[i] and p.out[i][0][0] <= now:
+                                self._writable(p, i)
+                    elif p in self.pairs:
+                        self._interest(p)
+        except Exception as e:  # the test sees it in close()
+            self.error = repr(e)
+            raise
+
+
+def proxy(sc, port, target, **kw):
+    p = Proxy(port, target, **kw)
+    sc.callback(p.close)
+    return p
+
+
+# The real upstreams of the three services test: an HTTP server on a unix socket (curl
+# --unix-socket asks it), besides the harness's echo server and socat.
+HTTP_CODE = r'''
+import http.server, socketserver, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = ("web:" + self.path).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+    def address_string(self):
+        return "unix"
+class S(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+s = S(sys.argv[1], H)
+print("listening", flush=True)
+s.serve_forever()
+'''
+
+# The clients of the three services test, run inside the container's namespaces (network and
+# mount): python socket clients of the echo service, curl of the web service, socat of the
+# socat one, n in all, 8 at a time. Prints one JSON line: per kind, the good answers and the
+# first bad ones.
+CLIENTS_CODE = r'''
+import concurrent.futures, json, socket, subprocess, sys
+d, n = sys.argv[1], int(sys.argv[2])
+def echo(i):
+    s = socket.socket(socket.AF_UNIX); s.settimeout(10); s.connect(d + "/echo.sock")
+    msg = b"echo %d" % i
+    s.sendall(msg); s.shutdown(socket.SHUT_WR)
+    got = b""
+    while True:
+        b = s.recv(65536)
+        if not b: break
+        got += b
+    s.close()
+    return got == msg, got
+def web(i):
+    p = subprocess.run(["curl", "-sS", "--max-time", "10", "--unix-socket", d + "/web.sock", "http://host/req%d" % i],
+                       capture_output=True)
+    return p.stdout == b"web:/req%d" % i, p.stdout + p.stderr
+def upper(i):
+    p = subprocess.run(["socat", "-t", "5", "-", "UNIX-CONNECT:" + d + "/upper.sock"], input=b"socat %d" % i,
+                       capture_output=True, timeout=20)
+    return p.stdout == b"SOCAT %d" % i, p.stdout + p.stderr
+kinds = {"echo": echo, "web": web, "upper": upper}
+jobs = [(k, i) for i in range(n) for k in kinds][:n]
+res = {k: {"good": 0, "bad": []} for k in kinds}
+def one(job):
+    k, i = job
+    try:
+        return k, kinds[k](i)
+    except Exception as e:
+        return k, (False, repr(e).encode())
+with concurrent.futures.ThreadPoolExecutor(8) as ex:
+    for k, (good, got) in ex.map(one, jobs):
+        if good: res[k]["good"] += 1
+        elif len(res[k]["bad"]) < 3: res[k]["bad"].append(got.decode(errors="replace"))
+print(json.dumps(res), flush=True)
+'''
+
+
+def container_prefix(d, sockdir):
+    """The container relay's namespaces: the network namespace, then a mount namespace of its
+    own where an empty directory is bind-mounted on sockdir, where its sockets go (the host's
+    sockets of the same names are not there)."""
+    os.makedirs(d + "/empty", exist_ok=True)
+    return IN_NS + ["unshare", "-m", "--propagation", "private", "sh", "-c",
+                    'mount --bind "$0" "$1" && shift && exec "$@"', d + "/empty", sockdir]
+
+
+def test_three_services_on_one_port_share_one_tcp_connection(sc):
+    """An echo server, an HTTP server and socat behind one host port, each a service; 200
+    client connections in the container's namespaces across them; the host sees one TCP
+    connection from the container the whole time."""
+    d = sc.tmpdir(mode=0o755)
+    keygen(d)
+    sock = d + "/sock"
+    os.makedirs(sock)
+    sc.server("echo", sock + "/echo.sock")
+    web = sc.popen([sys.executable, "-c", HTTP_CODE, sock + "/web.sock"], stdout=subprocess.PIPE)
+    assert b"listening" in web.stdout.readline(), "the HTTP server did not start"
+    sc.popen(["socat", "UNIX-LISTEN:%s/upper.sock,fork" % sock, "EXEC:tr a-z A-Z"])
+    wait_for(lambda: os.path.exists(sock + "/upper.sock"), what="socat's socket")
+    listen = "tcp:%s:%d" % (HOST_IP, PORT)
+    host = host_relay(sc, d, fwd("echo", listen, "unix:%s/echo.sock" % sock)
+                      + fwd("web", listen, "unix:%s/web.sock" % sock)
+                      + fwd("shout", listen, "unix:%s/upper.sock" % sock, service="upper"))
+    remote = "tcp:host.docker.internal:%d" % PORT
+    cont = cont_relay(sc, d, fwd("e", "unix:%s/echo.sock" % sock, remote, service="echo")
+                      + fwd("w", "unix:%s/web.sock" % sock, remote, service="web")
+                      + fwd("u", "unix:%s/upper.sock" % sock, remote, service="upper"),
+                      prefix=container_prefix(d, sock))
+    wait_for(lambda: "link to %s up" % remote in cont.text(), what="the link up")
+    seen = []
+    stop = threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            seen.append(established(PORT))
+            time.sleep(0.05)
+
+    t = threading.Thread(target=sample, daemon=True)
+    t.start()
+    try:
+        p = subprocess.run(["nsenter", "-t", str(cont.pid), "-m", "-n", sys.executable, "-c", CLIENTS_CODE, sock,
+                            "200"], capture_output=True, text=True, timeout=120)
+    finally:
+        stop.set()
+        t.join()
+    assert p.returncode == 0, p.stderr
+    res = json.loads(p.stdout)
+    assert sum(r["good"] for r in res.values()) == 200, res
+    assert res["echo"]["good"] and res["web"]["good"] and res["upper"]["good"], res
+    # the container's own sockets took the clients: the host's upstreams of the same names are
+    # not visible in its mount namespace
+    assert os.path.exists(d + "/empty/echo.sock"), "the container relay's socket is not in its mount"
+    counts = sorted(set(len(s) for s in seen))
+    assert counts == [1], "TCP connections on the host port over the run: %s; last: %s" % (counts, seen[-1])
+    conn = established(PORT)
+    assert len(conn) == 1 and CONT_IP in conn[0], conn
+    assert count(host.text(), "shared link from %s:" % CONT_IP) == 1, host.text()
+    assert count(cont.text(), "link to %s up" % remote) == 1, cont.text()
+    print("# %d samples of ss during the 200 connections, each saw one connection" % len(seen), flush=True)
+
+
+if __name__ == "__main__":
+    sftap.main(sftap.tests_of(globals()), fixture=Scene,
+               setup=lambda: netns(NS, HOST_IF, CONT_IF, HOST_IP, CONT_IP))
