@@ -469,6 +469,84 @@ def test_three_services_on_one_port_share_one_tcp_connection(sc):
     print("# %d samples of ss during the 200 connections, each saw one connection" % len(seen), flush=True)
 
 
+def test_unknown_service_is_refused_with_the_offered_names(sc):
+    """A container forward that asks for a service the host does not offer: its client is
+    closed without a byte, both logs name what was asked and what is offered, and the link
+    (and a good service on it) is unharmed."""
+    d = sc.tmpdir()
+    keygen(d)
+    sc.server("echo", d + "/echo.sock")
+    sc.server("echo", d + "/other.sock")
+    listen = "tcp:%s:%d" % (HOST_IP, PORT)
+    host = host_relay(sc, d, fwd("echo", listen, "unix:%s/echo.sock" % d)
+                      + fwd("other", listen, "unix:%s/other.sock" % d))
+    remote = "tcp:host.docker.internal:%d" % PORT
+    cont = cont_relay(sc, d, fwd("bad", "unix:%s/bad.sock" % d, remote, service="nope")
+                      + fwd("good", "unix:%s/good.sock" % d, remote, service="echo"))
+    wait_for(lambda: "link to %s up" % remote in cont.text(), what="the link up")
+    assert closed_without_answer(d + "/bad.sock")
+    words = "unknown service nope: this listener offers echo, other"
+    wait_for(lambda: words in cont.text(), what="the container log naming the offered services")
+    wait_for(lambda: words in host.text(), what="the host log naming the offered services")
+    assert echo_once(d + "/good.sock", b"still here") == b"still here"
+    assert count(cont.text(), "link to %s up" % remote) == 1, "the refusal cost the link:\n" + cont.text()
+    # the same refusal without the shared link (sockferry/1, the name in the handshake)
+    cont1 = cont_relay(sc, d, fwd("bad1", "unix:%s/bad1.sock" % d, remote, service="nope", link="per-connection"),
+                       name="cont1.conf")
+    assert closed_without_answer(d + "/bad1.sock")
+    wait_for(lambda: words in cont1.text(), what="the per-connection container log naming the offered services")
+
+
+def swap_scene(sc, link):
+    """Two host forwards with one token, a on PORT and b on PORT_B, each answering with its
+    name; a squatter that took the port the container expects for a (PROXY_BASE) relays to b's
+    port. Returns (the container relay, its a socket)."""
+    d = sc.tmpdir()
+    keygen(d)
+    for name in ("a", "b"):
+        sc.popen(["socat", "UNIX-LISTEN:%s/%s.sock,fork" % (d, name), "SYSTEM:echo service-%s; cat" % name])
+        wait_for(lambda: os.path.exists("%s/%s.sock" % (d, name)), what="socat's socket")
+    host_relay(sc, d, fwd("a", "tcp:%s:%d" % (HOST_IP, PORT), "unix:%s/a.sock" % d)
+               + fwd("b", "tcp:%s:%d" % (HOST_IP, PORT_B), "unix:%s/b.sock" % d))
+    squatter = proxy(sc, PROXY_BASE, (HOST_IP, PORT_B))
+    cont = cont_relay(sc, d, fwd("a", "unix:%s/a-client.sock" % d, "tcp:host.docker.internal:%d" % PROXY_BASE,
+                                 service="a", link=link, connect_timeout="2s"))
+    return d, cont, squatter
+
+
+def swap_attack(sc, link):
+    d, cont, squatter = swap_scene(sc, link)
+    for _ in range(3):
+        s = connect(d + "/a-client.sock", timeout=5)
+        got = b""
+        try:
+            s.sendall(b"for a\n")
+            while True:
+                b = s.recv(65536)
+                if not b:
+                    break
+                got += b
+        except (ConnectionResetError, BrokenPipeError):
+            pass
+        except socket.timeout:
+            got += b" (and then nothing for 5 s, not closed)"
+        s.close()
+        assert b"service-b" not in got, "forward a's client was answered by service b: %r" % got
+        assert got == b"", "forward a's client got bytes through the squatter: %r" % got
+    assert squatter.accepted >= 1, "the squatter saw no connection: the test proved nothing"
+    wait_for(lambda: "unknown service a: this listener offers b" in cont.text(),
+             what="the container log saying which service the squatter's listener offers")
+    return cont
+
+
+def test_port_squatter_cannot_swap_services_on_the_shared_link(sc):
+    swap_attack(sc, "shared")
+
+
+def test_port_squatter_cannot_swap_services_per_connection(sc):
+    swap_attack(sc, "per-connection")
+
+
 if __name__ == "__main__":
     sftap.main(sftap.tests_of(globals()), fixture=Scene,
                setup=lambda: netns(NS, HOST_IF, CONT_IF, HOST_IP, CONT_IP))
