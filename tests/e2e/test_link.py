@@ -28,8 +28,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import sftap  # noqa: E402
-from sfharness import (Relay, Scene, Skip, connect, keygen, netns, popen, recv_all, reap, wait_for,  # noqa: E402
-                       write_conf, SOCKFERRY, VALGRIND)
+from sfharness import (Relay, Scene, Skip, connect, keygen, netns, popen, recv_all, reap,  # noqa: E402
+                       transfer_both_ways, wait_for, write_conf, SOCKFERRY, VALGRIND)
 
 NS = "sf-link-%d" % os.getpid()
 HOST_IF, CONT_IF = "sflh%d" % (os.getpid() % 100000), "sflc%d" % (os.getpid() % 100000)
@@ -545,6 +545,81 @@ def test_port_squatter_cannot_swap_services_on_the_shared_link(sc):
 
 def test_port_squatter_cannot_swap_services_per_connection(sc):
     swap_attack(sc, "per-connection")
+
+
+def old_sockferry():
+    """The previous release's sockferry, built from OLD_COMMIT of the source tree's history into
+    the build directory once (later runs reuse it). Skip when the commit or a build tool is
+    missing, or its build fails for want of a dependency."""
+    src_root = os.environ.get("SF_SOURCE_ROOT")
+    build_root = os.environ.get("SF_BUILD_ROOT")
+    if not src_root or not build_root:
+        raise Skip("SF_SOURCE_ROOT and SF_BUILD_ROOT are not set (run it through meson test)")
+    cache = os.path.join(build_root, "tests", "e2e", "sockferry-" + OLD_COMMIT)
+    exe = os.path.join(cache, "build", "shim", "sockferry")
+    if os.access(exe, os.X_OK):
+        return exe
+    for tool in ("git", "meson", "ninja"):
+        if not any(os.access(os.path.join(p, tool), os.X_OK) for p in os.environ.get("PATH", "").split(":")):
+            raise Skip("%s is not installed: cannot build the previous release (%s)" % (tool, OLD_COMMIT))
+    p = subprocess.run(["git", "-C", src_root, "cat-file", "-e", OLD_COMMIT + "^{commit}"], capture_output=True)
+    if p.returncode != 0:
+        raise Skip("commit %s (the previous release) is not in %s's history (a shallow clone? "
+                   "git fetch --unshallow)" % (OLD_COMMIT, src_root))
+    work = cache + ".part"
+    subprocess.run(["rm", "-rf", work], check=True)
+    os.makedirs(work + "/src")
+    archive = subprocess.Popen(["git", "-C", src_root, "archive", OLD_COMMIT], stdout=subprocess.PIPE)
+    subprocess.run(["tar", "-x", "-C", work + "/src"], stdin=archive.stdout, check=True)
+    archive.stdout.close()
+    assert archive.wait() == 0, "git archive %s failed" % OLD_COMMIT
+    setup = subprocess.run(["meson", "setup", work + "/build", work + "/src", "-Dtests=disabled",
+                            "-Dpreload=disabled", "-Dbuildtype=debugoptimized"], capture_output=True, text=True)
+    if setup.returncode != 0:
+        missing = [line for line in setup.stdout.splitlines() if "not found" in line or "ERROR" in line]
+        raise Skip("the previous release (%s) does not configure here: %s"
+                   % (OLD_COMMIT, "; ".join(missing[-3:]) or setup.stderr.strip()[-300:]))
+    build = subprocess.run(["ninja", "-C", work + "/build", "shim/sockferry"], capture_output=True, text=True)
+    assert build.returncode == 0, "the previous release (%s) does not build:\n%s" % (OLD_COMMIT, build.stdout[-3000:])
+    subprocess.run(["rm", "-rf", cache], check=True)
+    os.rename(work, cache)
+    return exe
+
+
+def test_old_container_relay_to_new_host_relay(sc):
+    """The previous release in the container, this one on the host: sockferry/1, data both
+    ways, no shared link on the host."""
+    old = old_sockferry()
+    d = sc.tmpdir()
+    keygen(d)
+    sc.server("sink-source", d + "/svc.sock")
+    host = host_relay(sc, d, fwd("svc", "tcp:%s:%d" % (HOST_IP, PORT), "unix:%s/svc.sock" % d))
+    conf = write_conf(d, "[sockferry]\ntoken-file = %s/token\n\n%s" % (
+        d, fwd("svc", "unix:%s/old.sock" % d, "tcp:host.docker.internal:%d" % PORT)), "old.conf")
+    sc.relay(["relay", "-c", conf], prefix=IN_NS, program=old)
+    for _ in range(3):
+        transfer_both_ways(d + "/old.sock", (1 if VALGRIND else 8) * MIB)
+    assert "shared link" not in host.text(), "a shared link with a relay from before it:\n" + host.text()
+
+
+def test_new_container_relay_to_old_host_relay(sc):
+    """This release in the container (link = shared, the default), the previous one on the
+    host: the link falls back to sockferry/1, said once, data both ways."""
+    old = old_sockferry()
+    d = sc.tmpdir()
+    keygen(d)
+    sc.server("sink-source", d + "/svc.sock")
+    conf = write_conf(d, "[sockferry]\ntoken-file = %s/token\n\n%s" % (
+        d, fwd("svc", "tcp:%s:%d" % (HOST_IP, PORT), "unix:%s/svc.sock" % d)), "old.conf")
+    sc.relay(["relay", "-c", conf], program=old)
+    remote = "tcp:host.docker.internal:%d" % PORT
+    cont = cont_relay(sc, d, fwd("svc", "unix:%s/new.sock" % d, remote))
+    wait_for(lambda: "does not offer a shared link" in cont.text(), what="the fallback in the container log")
+    for _ in range(3):
+        transfer_both_ways(d + "/new.sock", (1 if VALGRIND else 8) * MIB)
+    text = cont.text()
+    assert count(text, "does not offer a shared link") == 1, text
+    assert "link to %s up" % remote not in text, text
 
 
 if __name__ == "__main__":
