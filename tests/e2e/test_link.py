@@ -622,6 +622,279 @@ def test_new_container_relay_to_old_host_relay(sc):
     assert "link to %s up" % remote not in text, text
 
 
+class Session:
+    """An interactive client: one connection to an echo service, one round trip at a time."""
+
+    def __init__(self, path, timeout=10):
+        self.s = connect(path, timeout=timeout)
+        self.n = 0
+
+    def round_trip(self, payload=None):
+        payload = payload or b"round trip %d\n" % self.n
+        self.s.sendall(payload)
+        got = b""
+        while len(got) < len(payload):
+            b = self.s.recv(65536)
+            if not b:
+                raise ConnectionError("closed after %d round trips (got %r)" % (self.n, got))
+            got += b
+        assert got == payload, (got, payload)
+        self.n += 1
+        return got
+
+    def ended(self, timeout=10):
+        """Waits until the relay ends this connection; returns how long that took. A reset and
+        an EOF both count: the cause is in the relay's log."""
+        start = time.monotonic()
+        self.s.settimeout(timeout)
+        try:
+            while True:
+                if not self.s.recv(65536):
+                    break
+        except ConnectionResetError:
+            pass
+        except socket.timeout:
+            raise AssertionError("the connection was still open %.0f s after its link went" % timeout)
+        return time.monotonic() - start
+
+    def close(self):
+        self.s.close()
+
+
+def sessions(sc, path, n):
+    out = [Session(path) for _ in range(n)]
+    sc.closing(out)
+    for s in out:
+        s.round_trip()
+    return out
+
+
+def served(path, timeout=15):
+    """Waits until a new client through path gets its echo (the link came back)."""
+    def ok():
+        try:
+            return echo_once(path, b"are you back?", timeout=5) == b"are you back?"
+        except OSError:
+            return False
+    wait_for(ok, timeout=timeout, what="a new client served through %s" % path)
+
+
+def fault_scene(sc, through_proxy=True, keepalive="1s", connect_timeout="2s", **proxy_kw):
+    """An echo service behind a host relay on PORT, a container relay in front of it through
+    a Proxy on PROXY_BASE (or straight to PORT); returns a namespace of the pieces."""
+    e = type("Scene", (), {})()
+    e.d = sc.tmpdir()
+    keygen(e.d)
+    sc.server("echo", e.d + "/echo.sock")
+    e.host_conf = fwd("echo", "tcp:%s:%d" % (HOST_IP, PORT), "unix:%s/echo.sock" % e.d)
+    e.host = host_relay(sc, e.d, e.host_conf)
+    port = PORT
+    e.proxy = None
+    if through_proxy:
+        e.proxy = proxy(sc, PROXY_BASE, (HOST_IP, PORT), **proxy_kw)
+        port = PROXY_BASE
+    e.remote = "tcp:host.docker.internal:%d" % port
+    e.cont = cont_relay(sc, e.d, fwd("echo", "unix:%s/c.sock" % e.d, e.remote, keepalive=keepalive,
+                                     connect_timeout=connect_timeout))
+    e.path = e.d + "/c.sock"
+    wait_for(lambda: "link to %s up" % e.remote in e.cont.text(), what="the link up")
+    return e
+
+
+def test_link_reset_fails_open_streams_with_the_cause_and_comes_back(sc):
+    e = fault_scene(sc)
+    open_ = sessions(sc, e.path, 3)
+    e.proxy.reset()
+    for s in open_:
+        took = s.ended(timeout=5)
+        assert took < 3, "an open stream took %.1f s to end after its link was reset" % took
+    cause = "the link to %s went down: reading from it: connection reset by peer" % e.remote
+    wait_for(lambda: count(e.cont.text(), "upstream unavailable: " + cause) == 3,
+             what="each open stream's end with the cause in the container log")
+    assert count(e.cont.text(), "link to %s down: " % e.remote) == 1, e.cont.text()
+    served(e.path, timeout=5)
+    assert count(e.cont.text(), "link to %s up" % e.remote) == 2, e.cont.text()
+    # the link cannot come back for a while: a new client waits connect-timeout (2 s), then
+    # is closed with the link's state, since when and why
+    e.proxy.refuse(True)
+    e.proxy.reset()
+    wait_for(lambda: count(e.cont.text(), "link to %s down: " % e.remote) == 2, what="the second drop logged")
+    start = time.monotonic()
+    assert closed_without_answer(e.path)
+    took = time.monotonic() - start
+    assert took < 4, "a client waited %.1f s for a link that was down (connect-timeout = 2s)" % took
+    wait_for(lambda: "upstream unavailable: link to %s down since " % e.remote in e.cont.text(),
+             what="the down-since words in the container log")
+    e.proxy.refuse(False)
+    served(e.path, timeout=10)
+    # the host relay let go of every link the proxy cut
+    wait_for(lambda: count(e.host.text(), ") ended: ") == count(e.host.text(), "shared link from ") - 1,
+             what="the host relay ending the links that were cut")
+
+
+def test_host_relay_stopped_30s_then_continued(sc):
+    """SIGSTOP (a host that sleeps) for 30 s: the container relay declares the link dead after
+    two missed pings (keepalive = 1s), ends its open streams with that cause, turns new clients
+    away after connect-timeout with the link's state; SIGCONT: the link comes back and the
+    host relay holds no more descriptors than before."""
+    e = fault_scene(sc, through_proxy=False)
+    served(e.path)
+    host_fds = e.host.fds()
+    open_ = sessions(sc, e.path, 2)
+    e.host.signal(signal.SIGSTOP)
+    stopped = time.monotonic()
+    try:
+        for s in open_:
+            took = s.ended(timeout=10)
+        took = time.monotonic() - stopped
+        assert took < 5, "the open streams ended %.1f s after the host stopped (keepalive = 1s)" % took
+        wait_for(lambda: "link to %s down: no answer to 2 pings" % e.remote in e.cont.text(), what="the link down")
+        text = e.cont.text()
+        assert "upstream unavailable: the link to %s went down: no answer to 2 pings" % e.remote in text, text
+        start = time.monotonic()
+        assert closed_without_answer(e.path)
+        assert time.monotonic() - start < 4, "a client waited longer than connect-timeout"
+        wait_for(lambda: "upstream unavailable: link to %s " % e.remote in e.cont.text(),
+                 what="the link's state in the words of a turned-away client")
+        time.sleep(max(0.0, 30 - (time.monotonic() - stopped)))
+    finally:
+        e.host.signal(signal.SIGCONT)
+    served(e.path, timeout=15)
+    assert count(e.cont.text(), "link to %s up" % e.remote) == 2, e.cont.text()
+    # the handshakes the container gave up on while the host slept are closed, not kept
+    wait_for(lambda: e.host.fds() <= host_fds, timeout=15,
+             what="the host relay's descriptors back to %d (now %d)" % (host_fds, e.host.fds()))
+
+
+def test_host_relay_restarted(sc):
+    """The host relay killed and started again: the open stream ends with the cause, a client
+    that comes while the host is away waits (connect-timeout = 5s) and is served once the link
+    is back."""
+    e = fault_scene(sc, through_proxy=False, connect_timeout="5s")
+    open_ = sessions(sc, e.path, 1)
+    e.host.kill()
+    open_[0].ended(timeout=5)
+    wait_for(lambda: "link to %s down: " % e.remote in e.cont.text(), what="the link down")
+    waiting = connect(e.path, timeout=10)
+    waiting.sendall(b"waited")
+    time.sleep(1)
+    host = host_relay(sc, e.d, e.host_conf)
+    got = b""
+    while len(got) < 6:
+        b = waiting.recv(100)
+        if not b:
+            break
+        got += b
+    assert got == b"waited", "the client that waited for the link got %r:\n%s" % (got, e.cont.text())
+    # closed now: an open connection would hold the host relay's drain at the end
+    waiting.close()
+    served(e.path)
+    assert count(e.cont.text(), "link to %s up" % e.remote) == 2, e.cont.text()
+    assert count(host.text(), "shared link from %s:" % CONT_IP) == 1, host.text()
+
+
+def test_stalled_path_is_declared_dead_and_comes_back(sc):
+    """A path that stops carrying bytes (the connection stays open): two missed pings end
+    the link and its open stream with the cause; once the path carries again the link comes
+    back."""
+    e = fault_scene(sc)
+    open_ = sessions(sc, e.path, 1)
+    e.proxy.stall(True)
+    stalled = time.monotonic()
+    took = open_[0].ended(timeout=10)
+    assert time.monotonic() - stalled < 5, "the open stream ended %.1f s after the path stalled" % took
+    wait_for(lambda: "link to %s down: no answer to 2 pings" % e.remote in e.cont.text(), what="the link down")
+    text = e.cont.text()
+    assert "upstream unavailable: the link to %s went down: no answer to 2 pings" % e.remote in text, text
+    e.proxy.stall(False)
+    served(e.path, timeout=15)
+
+
+def test_slow_path_keeps_the_link(sc):
+    """100 ms more round trip on the path (a delay proxy): the link stays up (keepalive = 1s)
+    and carries every round trip."""
+    e = fault_scene(sc, delay=0.05)
+    s = sessions(sc, e.path, 1)[0]
+    start = time.monotonic()
+    for _ in range(20):
+        s.round_trip()
+    took = time.monotonic() - start
+    assert took >= 20 * 0.1, "20 round trips in %.2f s: the proxy's delay did not act" % took
+    time.sleep(2.5)
+    s.round_trip()
+    assert "down" not in e.cont.text(), e.cont.text()
+
+
+def test_1000_link_drops_leave_descriptors_and_memory_flat(sc):
+    """20 links (20 forwards, each through its own proxy) cut again and again, 1 000 cuts in
+    all, while a client keeps connecting: afterwards the container relay has the descriptors
+    it had after the first 100 cuts, and about the same memory."""
+    n_links = 20
+    d = sc.tmpdir()
+    keygen(d)
+    sc.server("echo", d + "/echo.sock")
+    host = host_relay(sc, d, fwd("echo", "tcp:%s:%d" % (HOST_IP, PORT), "unix:%s/echo.sock" % d))
+    proxies = [proxy(sc, PROXY_BASE + i, (HOST_IP, PORT)) for i in range(n_links)]
+    cont = cont_relay(sc, d, "".join(fwd("f%d" % i, "unix:%s/c%d.sock" % (d, i),
+                                         "tcp:host.docker.internal:%d" % (PROXY_BASE + i),
+                                         service="echo", connect_timeout="1s") for i in range(n_links)))
+    paths = ["%s/c%d.sock" % (d, i) for i in range(n_links)]
+    for p in paths:
+        served(p)
+
+    stop = threading.Event()
+    tries = [0, 0]
+
+    def client():
+        i = 0
+        while not stop.is_set():
+            i += 1
+            try:
+                echo_once(paths[i % n_links], b"x" * 100, timeout=5)
+                tries[0] += 1
+            except OSError:
+                tries[1] += 1
+
+    def drops(total):
+        for p in proxies:
+            p.drop_after = 0.05
+        wait_for(lambda: sum(p.cuts for p in proxies) >= total, timeout=120,
+                 what="%d link drops" % total)
+        for p in proxies:
+            p.drop_after = None
+        # every link up again, each carrying a client
+        for p in paths:
+            served(p)
+
+    t = threading.Thread(target=client, daemon=True)
+    t.start()
+    try:
+        drops(100)
+        stop.set()
+        t.join()
+        time.sleep(0.5)
+        fds0, rss0, host_fds0 = cont.fds(), cont.rss_kib(), host.fds()
+        stop.clear()
+        t = threading.Thread(target=client, daemon=True)
+        t.start()
+        drops(1100)
+    finally:
+        stop.set()
+        t.join()
+    time.sleep(0.5)
+    fds1, rss1, host_fds1 = cont.fds(), cont.rss_kib(), host.fds()
+    cuts = sum(p.cuts for p in proxies)
+    print("# %d cuts; container relay: %d -> %d descriptors, %d -> %d KiB RSS; host relay: %d -> %d "
+          "descriptors; clients served %d, failed %d" % (cuts, fds0, fds1, rss0, rss1, host_fds0, host_fds1,
+                                                          tries[0], tries[1]), flush=True)
+    ups = count(cont.text(), "link to tcp:host.docker.internal:")
+    assert ups >= cuts, "the log has %d link changes for %d cuts" % (ups, cuts)
+    assert fds1 == fds0, "the container relay's descriptors went from %d to %d over %d link drops" % (fds0, fds1, cuts)
+    assert host_fds1 == host_fds0, "the host relay's descriptors went from %d to %d" % (host_fds0, host_fds1)
+    assert rss1 - rss0 < 4096, "the container relay's RSS grew from %d to %d KiB over %d link drops" % (rss0, rss1, cuts)
+    assert tries[0] > 0, "no client was served while the links dropped"
+
+
 if __name__ == "__main__":
     sftap.main(sftap.tests_of(globals()), fixture=Scene,
                setup=lambda: netns(NS, HOST_IF, CONT_IF, HOST_IP, CONT_IP))
