@@ -895,6 +895,85 @@ def test_1000_link_drops_leave_descriptors_and_memory_flat(sc):
     assert tries[0] > 0, "no client was served while the links dropped"
 
 
+def test_bulk_stream_next_to_an_interactive_one(sc):
+    """100 MiB up one stream of the link while an interactive client on another stream of the
+    same link keeps getting its answers (N round trips before the bulk is through); then a
+    stalled reader of a big download stalls only its own stream. Round-trip times go to the
+    log as comments (the benchmark's business), not into asserts."""
+    d = sc.tmpdir()
+    keygen(d)
+    sc.server("after-eof", d + "/bulk.sock")
+    sc.server("echo", d + "/echo.sock")
+    sc.server("sink-source", d + "/source.sock")
+    listen = "tcp:%s:%d" % (HOST_IP, PORT)
+    host = host_relay(sc, d, fwd("bulk", listen, "unix:%s/bulk.sock" % d)
+                      + fwd("echo", listen, "unix:%s/echo.sock" % d)
+                      + fwd("source", listen, "unix:%s/source.sock" % d))
+    remote = "tcp:host.docker.internal:%d" % PORT
+    cont = cont_relay(sc, d, fwd("bulk", "unix:%s/c-bulk.sock" % d, remote)
+                      + fwd("echo", "unix:%s/c-echo.sock" % d, remote)
+                      + fwd("source", "unix:%s/c-source.sock" % d, remote))
+    wait_for(lambda: "link to %s up" % remote in cont.text(), what="the link up")
+    size = (16 if VALGRIND else 100) * MIB
+    rounds = 50
+    sent = [0]
+    result = {}
+
+    def bulk():
+        s = connect(d + "/c-bulk.sock", timeout=120)
+        h = hashlib.sha256()
+        chunk = os.urandom(MIB)
+        try:
+            while sent[0] < size:
+                s.sendall(chunk)
+                h.update(chunk)
+                sent[0] += len(chunk)
+            s.shutdown(socket.SHUT_WR)
+            result["reply"] = recv_all(s)
+            result["expect"] = b"%d %s\n" % (size, h.hexdigest().encode())
+        except OSError as e:
+            result["error"] = repr(e)
+        finally:
+            result["done"] = time.monotonic()
+            s.close()
+
+    inter = Session(d + "/c-echo.sock")
+    sc.closing(inter)
+    t = threading.Thread(target=bulk, daemon=True)
+    t.start()
+    wait_for(lambda: sent[0] >= 4 * MIB or "done" in result, what="the bulk stream under way")
+    times = []
+    for _ in range(rounds):
+        start = time.monotonic()
+        inter.round_trip()
+        times.append(time.monotonic() - start)
+    finished = time.monotonic()
+    t.join(120)
+    assert "error" not in result, result.get("error")
+    assert result.get("reply") == result.get("expect"), (result.get("reply"), result.get("expect"))
+    assert finished < result["done"], ("the bulk stream was through before the interactive one made its %d "
+                                       "round trips: they did not overlap" % rounds)
+    times.sort()
+    print("# %d round trips during a %d MiB bulk stream: p50 %.2f ms, max %.2f ms (bulk sent %d MiB by then)"
+          % (rounds, size // MIB, times[len(times) // 2] * 1e3, times[-1] * 1e3, sent[0] // MIB), flush=True)
+
+    # a reader that stalls: 64 MiB asked for, nothing read for a while; the link's other
+    # streams go on, then the stalled one gets every byte
+    want = (16 if VALGRIND else 64) * MIB
+    stalled = connect(d + "/c-source.sock", timeout=60)
+    sc.closing(stalled)
+    stalled.sendall(want.to_bytes(8, "big") + b"12345678")
+    time.sleep(0.5)
+    for _ in range(rounds):
+        inter.round_trip()
+    assert echo_once(d + "/c-echo.sock", b"a new stream too") == b"a new stream too"
+    stalled.shutdown(socket.SHUT_WR)
+    got = len(recv_all(stalled))
+    assert got == want + 32, "the stalled reader got %d of %d bytes (and the digest)" % (got, want + 32)
+    assert count(cont.text(), "link to %s up" % remote) == 1, cont.text()
+    assert count(host.text(), "shared link from %s:" % CONT_IP) == 1, host.text()
+
+
 if __name__ == "__main__":
     sftap.main(sftap.tests_of(globals()), fixture=Scene,
                setup=lambda: netns(NS, HOST_IF, CONT_IF, HOST_IP, CONT_IP))
