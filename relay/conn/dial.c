@@ -237,18 +237,34 @@ static void link_down_failed(struct sf_conn *c, struct sf_link *l) {
         sf_conn_cand_failed(c, counter, true, msg);
 }
 
-/* The stream is the upstream: no TCP connect, no handshake, the client's bytes go at once. */
-static bool link_open(struct sf_conn *c, struct sf_link *l) {
+/* The link is up but took no new stream: the host relay is stopping (its GOAWAY came), or
+ * there was no memory for one. Said as it is: the link is not down, and "down since" with no
+ * cause sent people looking for a network fault. */
+static void link_open_failed(struct sf_conn *c, int err) {
+        char msg[300];
+        if (err == -ENOMEM)
+                snprintf(msg, sizeof msg, "link to %s: out of memory for a new stream", cand_ep(c)->text);
+        else
+                snprintf(msg, sizeof msg,
+                         "link to %s: the host relay takes no new streams (it is stopping; new clients get "
+                         "through once it runs again)",
+                         cand_ep(c)->text);
+        sf_conn_cand_failed(c, &c->fwd->stats.err_refused, true, msg);
+}
+
+/* The stream is the upstream: no TCP connect, no handshake, the client's bytes go at once.
+ * Returns 0 or -errno (sf_mux_stream_open's). */
+static int link_open(struct sf_conn *c, struct sf_link *l) {
         const struct sf_forward *f = c->fwd->conf;
         int err = 0;
         struct sf_mux_stream *s = sf_link_stream_open(l, f->service, !f->service_set, false, &err);
         if (!s)
-                return false;
+                return err ? err : -EAGAIN;
         c->upstream_family = AF_UNSPEC;
         sf_side_attach_stream(c, UPSTREAM, s);
         c->fwd->stats.streams_opened++;
         sf_conn_event(c, EV_CONNECTED);
-        return true;
+        return 0;
 }
 
 static void on_link_state(struct sf_link_waiter *w, struct sf_link *l) {
@@ -277,12 +293,12 @@ static bool link_dial(struct sf_conn *c) {
                 return false;
         struct sf_link *l = sf_link_entry_link(e);
         switch (sf_link_state(l)) {
-        case SF_LINK_UP:
-                if (link_open(c, l))
-                        return true;
-                /* The host relay takes no new streams (it is draining): as if it were down. */
-                link_down_failed(c, l);
+        case SF_LINK_UP: {
+                int err = link_open(c, l);
+                if (err < 0)
+                        link_open_failed(c, err);
                 return true;
+        }
         case SF_LINK_OLD_PEER:
         case SF_LINK_CLOSED:
                 return false; /* a relay from before links: one connection per client */
