@@ -712,8 +712,9 @@ def test_link_reset_fails_open_streams_with_the_cause_and_comes_back(sc):
     cause = "the link to %s went down: reading from it: connection reset by peer" % e.remote
     wait_for(lambda: count(e.cont.text(), "upstream unavailable: " + cause) == 3,
              what="each open stream's end with the cause in the container log")
-    assert count(e.cont.text(), "link to %s down: " % e.remote) == 1, e.cont.text()
+    wait_for(lambda: "link to %s down: " % e.remote in e.cont.text(), what="the link down in the log")
     served(e.path, timeout=5)
+    assert count(e.cont.text(), "link to %s down: " % e.remote) == 1, e.cont.text()
     assert count(e.cont.text(), "link to %s up" % e.remote) == 2, e.cont.text()
     # the link cannot come back for a while: a new client waits connect-timeout (2 s), then
     # is closed with the link's state, since when and why
@@ -849,10 +850,12 @@ def test_slow_path_keeps_the_link(sc):
 
 
 def test_1000_link_drops_leave_descriptors_and_memory_flat(sc):
-    """20 links (20 forwards, each through its own proxy) cut again and again, 1 000 cuts in
-    all, while a client keeps connecting: afterwards the container relay has the descriptors
-    it had after the first 100 cuts, and about the same memory."""
+    """20 links (20 forwards, each through its own proxy) cut again and again, 1 000 cuts
+    (200 under valgrind) after 100 to warm up, while a client keeps connecting: afterwards the
+    container relay has the descriptors it had after the warm-up, and about the same memory."""
     n_links = 20
+    # under valgrind fewer: each drop costs a handshake at a fraction of the speed
+    warm, n_drops = (40, 200) if VALGRIND else (100, 1000)
     d = sc.tmpdir()
     keygen(d)
     sc.server("echo", d + "/echo.sock")
@@ -880,7 +883,7 @@ def test_1000_link_drops_leave_descriptors_and_memory_flat(sc):
 
     def drops(total):
         for p in proxies:
-            p.drop_after = 0.05
+            p.drop_after = 0.3 if VALGRIND else 0.05
         wait_for(lambda: sum(p.cuts for p in proxies) >= total, timeout=120,
                  what="%d link drops" % total)
         for p in proxies:
@@ -892,7 +895,7 @@ def test_1000_link_drops_leave_descriptors_and_memory_flat(sc):
     t = threading.Thread(target=client, daemon=True)
     t.start()
     try:
-        drops(100)
+        drops(warm)
         stop.set()
         t.join()
         time.sleep(0.5)
@@ -900,7 +903,7 @@ def test_1000_link_drops_leave_descriptors_and_memory_flat(sc):
         stop.clear()
         t = threading.Thread(target=client, daemon=True)
         t.start()
-        drops(1100)
+        drops(warm + n_drops)
     finally:
         stop.set()
         t.join()
@@ -915,7 +918,10 @@ def test_1000_link_drops_leave_descriptors_and_memory_flat(sc):
     assert ups >= cuts * 0.9, "the container log has %d links up for %d cuts" % (ups, cuts)
     assert fds1 == fds0, "the container relay's descriptors went from %d to %d over %d link drops" % (fds0, fds1, cuts)
     assert host_fds1 == host_fds0, "the host relay's descriptors went from %d to %d" % (host_fds0, host_fds1)
-    assert rss1 - rss0 < 4096, "the container relay's RSS grew from %d to %d KiB over %d link drops" % (rss0, rss1, cuts)
+    # (memcheck keeps freed blocks a while and checks for leaks itself at the end)
+    if not VALGRIND:
+        assert rss1 - rss0 < 4096, "the container relay's RSS grew from %d to %d KiB over %d link drops" % (rss0, rss1,
+                                                                                                          cuts)
     assert tries[0] > 0, "no client was served while the links dropped"
 
 
@@ -938,48 +944,61 @@ def test_bulk_stream_next_to_an_interactive_one(sc):
                       + fwd("echo", "unix:%s/c-echo.sock" % d, remote)
                       + fwd("source", "unix:%s/c-source.sock" % d, remote))
     wait_for(lambda: "link to %s up" % remote in cont.text(), what="the link up")
-    size = (16 if VALGRIND else 100) * MIB
+    size = 100 * MIB
+    # round trips the interactive stream must make while the bulk one is under way (measured:
+    # over 1 000 here, over 300 under valgrind; a starved stream makes a handful)
     rounds = 50
     sent = [0]
     result = {}
+    under_way = threading.Event()
+    done = threading.Event()
 
     def bulk():
         s = connect(d + "/c-bulk.sock", timeout=120)
         h = hashlib.sha256()
-        chunk = os.urandom(MIB)
+        chunk = os.urandom(256 * 1024)
         try:
             while sent[0] < size:
                 s.sendall(chunk)
                 h.update(chunk)
                 sent[0] += len(chunk)
+                if sent[0] >= 2 * MIB:
+                    under_way.set()
             s.shutdown(socket.SHUT_WR)
             result["reply"] = recv_all(s)
             result["expect"] = b"%d %s\n" % (size, h.hexdigest().encode())
         except OSError as e:
             result["error"] = repr(e)
         finally:
-            result["done"] = time.monotonic()
+            done.set()
+            under_way.set()
             s.close()
 
     inter = Session(d + "/c-echo.sock")
     sc.closing(inter)
     t = threading.Thread(target=bulk, daemon=True)
+    start = time.monotonic()
     t.start()
-    wait_for(lambda: sent[0] >= 4 * MIB or "done" in result, what="the bulk stream under way")
+    under_way.wait(60)
     times = []
-    for _ in range(rounds):
-        start = time.monotonic()
+    sending = 0
+    while not done.is_set():
+        t0 = time.monotonic()
         inter.round_trip()
-        times.append(time.monotonic() - start)
-    finished = time.monotonic()
+        times.append(time.monotonic() - t0)
+        if sent[0] < size:
+            sending += 1
+    took = time.monotonic() - start
     t.join(120)
     assert "error" not in result, result.get("error")
     assert result.get("reply") == result.get("expect"), (result.get("reply"), result.get("expect"))
-    assert finished < result["done"], ("the bulk stream was through before the interactive one made its %d "
-                                       "round trips: they did not overlap" % rounds)
     times.sort()
-    print("# %d round trips during a %d MiB bulk stream: p50 %.2f ms, max %.2f ms (bulk sent %d MiB by then)"
-          % (rounds, size // MIB, times[len(times) // 2] * 1e3, times[-1] * 1e3, sent[0] // MIB), flush=True)
+    print("# %d round trips (%d while the client was still sending) during a %d MiB bulk stream of %.2f s: "
+          "p50 %.2f ms, max %.2f ms" % (len(times), sending, size // MIB, took,
+                                        times[len(times) // 2] * 1e3 if times else 0, times[-1] * 1e3 if times else 0),
+          flush=True)
+    assert len(times) >= rounds, ("%d round trips on the interactive stream while the %d MiB bulk one ran (%.2f s), "
+                                  "expected %d at least" % (len(times), size // MIB, took, rounds))
 
     # a reader that stalls: 64 MiB asked for, nothing read for a while; the link's other
     # streams go on, then the stalled one gets every byte
