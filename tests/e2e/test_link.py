@@ -19,6 +19,7 @@ import os
 import queue
 import re
 import selectors
+import shutil
 import signal
 import socket
 import struct
@@ -26,11 +27,12 @@ import subprocess
 import sys
 import threading
 import time
+import types
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import sftap  # noqa: E402
-from sfharness import (Relay, Scene, Skip, connect, keygen, netns, popen, recv_all, reap,  # noqa: E402
-                       transfer_both_ways, wait_for, write_conf, SOCKFERRY, VALGRIND)
+from sfharness import (Scene, Skip, connect, keygen, netns, recv_all,  # noqa: E402
+                       transfer_both_ways, wait_for, write_conf, VALGRIND)
 
 NS = "sf-link-%d" % os.getpid()
 HOST_IF, CONT_IF = "sflh%d" % (os.getpid() % 100000), "sflc%d" % (os.getpid() % 100000)
@@ -99,6 +101,13 @@ def closed_without_answer(path, timeout=10):
             return True
     finally:
         s.close()
+
+
+def need(*tools):
+    """Skip when a program the test runs is not installed."""
+    missing = [t for t in tools if not shutil.which(t)]
+    if missing:
+        raise Skip("needs %s (not installed)" % ", ".join(missing))
 
 
 def count(text, needle):
@@ -419,6 +428,7 @@ def test_three_services_on_one_port_share_one_tcp_connection(sc):
     """An echo server, an HTTP server and socat behind one host port, each a service; 200
     client connections in the container's namespaces across them; the host sees one TCP
     connection from the container the whole time."""
+    need("socat", "curl", "nsenter", "unshare", "ss")
     d = sc.tmpdir(mode=0o755)
     keygen(d)
     sock = d + "/sock"
@@ -501,7 +511,8 @@ def test_unknown_service_is_refused_with_the_offered_names(sc):
 def swap_scene(sc, link):
     """Two host forwards with one token, a on PORT and b on PORT_B, each answering with its
     name; a squatter that took the port the container expects for a (PROXY_BASE) relays to b's
-    port. Returns (the container relay, its a socket)."""
+    port. Returns the directory, the container relay and the squatter."""
+    need("socat")
     d = sc.tmpdir()
     keygen(d)
     for name in ("a", "b"):
@@ -561,7 +572,7 @@ def old_sockferry():
     if os.access(exe, os.X_OK):
         return exe
     for tool in ("git", "meson", "ninja"):
-        if not any(os.access(os.path.join(p, tool), os.X_OK) for p in os.environ.get("PATH", "").split(":")):
+        if not shutil.which(tool):
             raise Skip("%s is not installed: cannot build the previous release (%s)" % (tool, OLD_COMMIT))
     p = subprocess.run(["git", "-C", src_root, "cat-file", "-e", OLD_COMMIT + "^{commit}"], capture_output=True)
     if p.returncode != 0:
@@ -683,7 +694,7 @@ def served(path, timeout=15):
 def fault_scene(sc, through_proxy=True, keepalive="1s", connect_timeout="2s", **proxy_kw):
     """An echo service behind a host relay on PORT, a container relay in front of it through
     a Proxy on PROXY_BASE (or straight to PORT); returns a namespace of the pieces."""
-    e = type("Scene", (), {})()
+    e = types.SimpleNamespace()
     e.d = sc.tmpdir()
     keygen(e.d)
     sc.server("echo", e.d + "/echo.sock")
