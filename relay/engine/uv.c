@@ -205,6 +205,13 @@ int sf_sock_connect(struct sf_engine *e, struct sf_sock *s, const struct sockadd
 
 ssize_t sf_sock_recv(struct sf_sock *s, void *buf, size_t n) {
         struct sf_uvsock *h = s->h;
+        /* A socket handed over (sf_sock_release: a host relay's shared link) or closed has no
+         * handle: it reads as a closed descriptor does on the Linux engine. sf_conn_close
+         * drains its client socket after a link took it over (a NULL dereference here). */
+        if (!h) {
+                errno = EBADF;
+                return -1;
+        }
         size_t avail = h->in ? h->in_len - h->in_off : 0;
         if (avail == 0) {
                 errno = h->err ? h->err : h->eof ? 0 : EAGAIN;
