@@ -12,6 +12,7 @@ int sf_cmd_keygen(int argc, char **argv);
 int sf_cmd_check(int argc, char **argv);
 int sf_cmd_probe(int argc, char **argv);
 int sf_cmd_stats(int argc, char **argv);
+int sf_cmd_reload(int argc, char **argv);
 int sf_cmd_version(int argc, char **argv);
 
 /* The options relay, run and check share: each letter means the same in every command. */
