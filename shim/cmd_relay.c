@@ -151,6 +151,7 @@ static int relay_reload(void *data, char *msg, size_t cap) {
         int r = -ENOMEM;
 
         sf_log_info("reload: reading %s", what);
+        sf_notify("RELOADING=1");
         sf_log_capture(errors, sizeof errors);
         if (next) {
                 sf_conf_init(next);
@@ -184,6 +185,7 @@ static int relay_reload(void *data, char *msg, size_t cap) {
                 sf_log_setup(level, sf_log_get_format());
                 snprintf(msg, cap, "reload of %s failed, nothing changed: %s", what, errors[0] ? errors : strerror(-r));
                 sf_log_error("reload: nothing changed");
+                sf_notify("READY=1");
                 return r;
         }
         warn_restart_keys(m->conf, next);
@@ -213,6 +215,7 @@ static int relay_reload(void *data, char *msg, size_t cap) {
         snprintf(msg, cap, "reload: %zu added, %zu removed, %zu changed, %zu unchanged", c.added, c.removed, c.changed,
                  c.unchanged);
         sf_log_info("%s", msg);
+        sf_notify("READY=1");
         return 0;
 }
 
