@@ -229,7 +229,12 @@ static void link_down_failed(struct sf_conn *c, struct sf_link *l) {
         else
                 snprintf(msg, sizeof msg, "link to %s down since %s (%s)", cand_ep(c)->text, when,
                          st.cause[0] ? st.cause : "no cause known");
-        sf_conn_cand_failed(c, &c->fwd->stats.err_refused, true, msg);
+        /* Counted as the link's own failure: a client that found the link refused for a wrong
+         * token is an auth failure, as it would have been over sockferry/1. */
+        uint64_t *counter = st.refused                       ? sf_conn_link_counter(c, st.refused_kind)
+                            : st.state == SF_LINK_CONNECTING ? &c->fwd->stats.err_timeout
+                                                             : &c->fwd->stats.err_refused;
+        sf_conn_cand_failed(c, counter, true, msg);
 }
 
 /* The stream is the upstream: no TCP connect, no handshake, the client's bytes go at once. */

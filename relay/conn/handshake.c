@@ -18,7 +18,7 @@
  * the status frame off the front of the upstream's first bytes. Every outcome goes to the hub:
  * a failure toward a candidate moves on to the next one. */
 
-static uint64_t *link_counter(struct sf_conn *c, enum sf_link_err kind) {
+uint64_t *sf_conn_link_counter(struct sf_conn *c, enum sf_link_err kind) {
         struct sf_relay_stats *st = &c->fwd->stats;
         switch (kind) {
         case SF_LINK_WRONG_PEER: return &st->err_wrong_peer;
@@ -33,7 +33,7 @@ static uint64_t *link_counter(struct sf_conn *c, enum sf_link_err kind) {
 
 /* Connecting side: the candidate failed its handshake. */
 static void link_failed(struct sf_conn *c, enum sf_link_err kind, const char *msg) {
-        sf_conn_cand_failed(c, link_counter(c, kind), false, msg);
+        sf_conn_cand_failed(c, sf_conn_link_counter(c, kind), false, msg);
 }
 
 bool sf_conn_status_send(struct sf_conn *c, enum sf_hs_status st, const char *reason) {
@@ -155,7 +155,7 @@ static void client_service(struct sf_conn *c, const char *name) {
                 sf_conn_refuse(c, SF_HS_UNKNOWN_SERVICE, why);
                 return;
         }
-        if (to != fwd && to->stats.active >= to->conf->max_conns) {
+        if (to != fwd && to->stats.active - to->preauth.all.n >= to->conf->max_conns) {
                 snprintf(why, sizeof why, "service %s serves max-conns = %u connections already", to->conf->service,
                          to->conf->max_conns);
                 client_refused(c, &to->stats.err_other, why);

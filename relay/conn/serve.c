@@ -41,7 +41,9 @@ static void srv_stream_new(void *owner, struct sf_link *l, struct sf_mux_stream 
                 sf_mux_stream_close(s);
                 return;
         }
-        if (f->stats.active >= f->conf->max_conns || !f->listen_started) {
+        /* Connections still in their handshake do not count: a flood of them must not keep an
+         * authenticated link's streams out (the pre-auth budget bounds them on its own). */
+        if (f->stats.active - f->preauth.all.n >= f->conf->max_conns || !f->listen_started) {
                 snprintf(why, sizeof why, f->listen_started ? "service %s serves max-conns = %u connections already"
                                                            : "the host relay is stopping (service %s)",
                          f->conf->service, f->conf->max_conns);

@@ -253,6 +253,8 @@ void sf_conn_event(struct sf_conn *c, enum conn_event ev);
 void sf_conn_cand_retry(struct sf_conn *c);
 /* The connection belongs to the service `to` from now on (a listener offers several). */
 void sf_conn_move(struct sf_conn *c, struct sf_fwd *to);
+/* The stats counter of c's forward that a link failure of this kind counts in. */
+uint64_t *sf_conn_link_counter(struct sf_conn *c, enum sf_link_err kind);
 /* The current candidate failed: why (msg, which names it), the stats counter it counts in if it
  * is the last one, and whether it failed to connect (dial) or in the handshake. The next
  * candidate is dialled, or, when none is left, the connection ends with every cause. */

@@ -89,6 +89,7 @@ struct sf_link {
         uint64_t bytes_in, bytes_out;
         uint64_t streams_total_before; /* of the links before this one */
         bool refused; /* the last attempt was refused by the peer (see link_refused) */
+        enum sf_link_err refused_kind; /* which failure that was, for the clients' counters */
 };
 
 static void link_down(struct sf_link *l, const char *cause);
@@ -428,18 +429,19 @@ static int read_start(struct sf_link *l) {
 
 /* ---- the client's handshake ---------------------------------------------------------------- */
 
-static void link_refused(struct sf_link *l, const char *msg);
+static void link_refused(struct sf_link *l, enum sf_link_err kind, const char *msg);
 
 /* Something that accepted and then said nothing in time is no relay that will answer the next
  * attempt either: a refusal as much as a wrong greeting is. */
 static void on_hs_timeout(uv_timer_t *t) {
         struct sf_link *l = t->data;
         char msg[300];
+        enum sf_link_err kind;
         if (l->phase == PH_HELLO)
-                sf_link_hello_timeout(l->p->handshake_timeout_ms, l->p->name, msg, sizeof msg);
+                kind = sf_link_hello_timeout(l->p->handshake_timeout_ms, l->p->name, msg, sizeof msg);
         else
-                sf_link_status_timeout(l->p->name, msg, sizeof msg);
-        link_refused(l, msg);
+                kind = sf_link_status_timeout(l->p->name, msg, sizeof msg);
+        link_refused(l, kind, msg);
 }
 
 static void on_frame_written(uv_write_t *req, int status) {
@@ -454,8 +456,9 @@ static void on_frame_written(uv_write_t *req, int status) {
 /* The peer answered, and not as a relay holding our token does (wrong peer, version
  * mismatch, auth rejected): clients waiting for this link are told now rather than at their
  * connect-timeout, as the next attempt will most likely say the same. */
-static void link_refused(struct sf_link *l, const char *msg) {
+static void link_refused(struct sf_link *l, enum sf_link_err kind, const char *msg) {
         l->refused = true;
+        l->refused_kind = kind;
         link_down(l, msg);
 }
 
@@ -478,8 +481,8 @@ static void handshake_input(struct sf_link *l, const uint8_t *data, size_t n) {
                                 size_t more = WRONG_PEER_QUOTE - l->hs_len < n ? WRONG_PEER_QUOTE - l->hs_len : n;
                                 memcpy(l->hs + l->hs_len, data, more);
                                 l->hs_len += more;
-                                sf_link_wrong_peer(l->hs, l->hs_len, l->p->name, msg, sizeof msg);
-                                link_refused(l, msg);
+                                link_refused(l, sf_link_wrong_peer(l->hs, l->hs_len, l->p->name, msg, sizeof msg),
+                                             msg);
                                 return;
                         }
                         if (l->hs_len < SF_HS_HELLO_LEN)
@@ -487,13 +490,12 @@ static void handshake_input(struct sf_link *l, const uint8_t *data, size_t n) {
                         uint8_t version = 0;
                         int r = sf_hs_hello_parse(l->hs, l->snonce, &version);
                         if (r == -EPROTONOSUPPORT) {
-                                sf_link_version_mismatch(version, l->p->name, msg, sizeof msg);
-                                link_refused(l, msg);
+                                link_refused(l, sf_link_version_mismatch(version, l->p->name, msg, sizeof msg), msg);
                                 return;
                         }
                         if (r < 0) {
-                                sf_link_wrong_peer(l->hs, l->hs_len, l->p->name, msg, sizeof msg);
-                                link_refused(l, msg);
+                                link_refused(l, sf_link_wrong_peer(l->hs, l->hs_len, l->p->name, msg, sizeof msg),
+                                             msg);
                                 return;
                         }
                         sf_hs_nonce_new(l->cnonce);
@@ -527,8 +529,10 @@ static void handshake_input(struct sf_link *l, const uint8_t *data, size_t n) {
                         set_state(l, SF_LINK_OLD_PEER, "the host relay does not offer a shared link");
                         return;
                 }
-                if (sf_link_status_explain(r, st, reason, l->p->name, l->p->token_file, msg, sizeof msg) != SF_LINK_OK) {
-                        link_refused(l, msg);
+                enum sf_link_err kind = sf_link_status_explain(r, st, reason, l->p->name, l->p->token_file, msg,
+                                                               sizeof msg);
+                if (kind != SF_LINK_OK) {
+                        link_refused(l, kind, msg);
                         return;
                 }
                 uv_timer_stop(&l->timer);
@@ -890,6 +894,7 @@ void sf_link_stats_get(const struct sf_link *l, struct sf_link_stats *st) {
         st->bytes_in = l->bytes_in;
         st->bytes_out = l->bytes_out;
         st->refused = l->refused;
+        st->refused_kind = l->refused ? l->refused_kind : SF_LINK_OK;
         snprintf(st->cause, sizeof st->cause, "%s", l->cause);
 }
 

@@ -16,6 +16,7 @@
 
 #include "conf/endpoint.h"
 #include "relay/link/frames.h"
+#include "relay/link/messages.h"
 #include "relay/link/mux.h"
 
 struct sf_bufpool;
@@ -68,6 +69,7 @@ struct sf_link_stats {
         uint64_t bytes_in, bytes_out;
         char cause[256]; /* why it is not up ("" when it is) */
         bool refused;    /* down because the peer refused it (wrong peer, version, token) */
+        enum sf_link_err refused_kind; /* which refusal (SF_LINK_OK when not refused) */
 };
 
 /* Client: a link to p->ep, dialed now. p and what it points to must outlive the link. 0 or

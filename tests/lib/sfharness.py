@@ -17,6 +17,7 @@ import contextlib
 import hashlib
 import os
 import random
+import re
 import shutil
 import signal
 import socket
@@ -37,6 +38,10 @@ VALGRIND_STATUS = 99
 # "portable" (libuv streams, what macOS runs). Tests of one engine's mechanism check the other
 # engine's behaviour instead.
 ENGINE = os.environ.get("SF_ENGINE", "linux")
+# The link mode the suites run their auth = token forwards in (SF_LINK, set by meson for the
+# "-per-connection" twins of the suites): unset, the default (the shared link); "per-connection",
+# sockferry/1. Added to every -F spec and config section with auth = token that names none.
+LINK_MODE = os.environ.get("SF_LINK", "")
 # What a relay's log may not contain, whatever its exit status: the sandbox lets a relay live on
 # after a call outside its allowlist (ENOSYS, logged), which in the suites is an allowlist gap,
 # as a SIGSYS was before; and the reports of the sanitizers (CI's ASan+UBSan build).
@@ -99,7 +104,7 @@ def run_sockferry(args, timeout=20, env=None, input=None):
     e = dict(os.environ)
     if env:
         e.update(env)
-    p = subprocess.run([SOCKFERRY] + args, capture_output=True, timeout=timeout, env=e, input=input)
+    p = subprocess.run([SOCKFERRY] + with_link_mode(args), capture_output=True, timeout=timeout, env=e, input=input)
     return p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
 
 
@@ -133,10 +138,36 @@ def keygen(d, name="token"):
     return path
 
 
+def with_link_mode(args):
+    """args with LINK_MODE's link = key on each -F spec that has auth = token and no link key."""
+    if not LINK_MODE:
+        return list(args)
+    out = list(args)
+    for i in range(1, len(out)):
+        if out[i - 1] == "-F" and "auth=token" in out[i] and "link=" not in out[i]:
+            out[i] += ",link=" + LINK_MODE
+    return out
+
+
+def conf_with_link_mode(text):
+    """The configuration text with LINK_MODE's link = line in each section that has
+    auth = token and no link key."""
+    if not LINK_MODE:
+        return text
+    sections = re.split(r"(?m)^(?=\[)", text)
+    out = []
+    for sec in sections:
+        if re.search(r"(?m)^\s*auth\s*=\s*token\s*$", sec) and not re.search(r"(?m)^\s*link\s*=", sec):
+            head, _, body = sec.partition("\n")
+            sec = head + "\nlink = " + LINK_MODE + "\n" + body
+        out.append(sec)
+    return "".join(out)
+
+
 def write_conf(d, text, name="conf"):
     path = os.path.join(d, name)
     with open(path, "w") as f:
-        f.write(text)
+        f.write(conf_with_link_mode(text))
     return path
 
 
@@ -323,7 +354,7 @@ class Relay:
             if VALGRIND:
                 cmd += ["valgrind", "-q", "--leak-check=full", "--errors-for-leak-kinds=all",
                         "--error-exitcode=%d" % VALGRIND_STATUS, "--track-fds=no"]
-            cmd += [program or SOCKFERRY] + args
+            cmd += [program or SOCKFERRY] + with_link_mode(args)
             e = dict(os.environ, NOTIFY_SOCKET=os.path.join(self.dir, "notify"))
             if env:
                 e.update(env)

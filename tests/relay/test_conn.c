@@ -51,6 +51,7 @@
 #endif
 
 #include "conf/conf.h"
+#include "conf/conf_int.h"
 #include "conf/log.h"
 #include "relay/conn/state.h"
 #include "relay/engine/bufpool.h"
@@ -194,6 +195,8 @@ static void forward(int listen_family, bool link, const char *fmt, ...) {
         vsnprintf(spec, sizeof spec, fmt, ap);
         va_end(ap);
         cr_assert_eq(sf_conf_add_spec(&conf, spec), 0, "%s", spec);
+        /* The defaults validation fills in (the service's name). */
+        sf_conf_forward_resolve(&conf.forwards[0]);
         cr_assert_eq(sf_fwd_init(&fwd, &conf, &conf.forwards[0], &loop, pool, &eng), 0);
         fwd.conn_gone = on_gone;
         fwd.listener.family = listen_family;
@@ -201,6 +204,10 @@ static void forward(int listen_family, bool link, const char *fmt, ...) {
                 fwd.key = key;
                 fwd.has_key = true;
                 fwd.token_file = "test-token";
+                /* As sf_relay_start decides: a network listener's relay dials its upstream
+                 * plainly unless the forward says connect-auth = token. */
+                const struct sf_forward *fc = &conf.forwards[0];
+                fwd.connect_key = fc->connect_auth_set ? fc->connect_auth == SF_AUTH_TOKEN : listen_family == AF_UNIX;
         }
         fwd_up = true;
 }
@@ -410,7 +417,16 @@ static void peer_frame(struct peer *p) {
         uint8_t frame[SF_HS_CLIENT_LEN], flags, version;
         recv_n(p->fd, frame, sizeof frame);
         cr_assert_eq(sf_hs_client_verify(frame, &key, p->snonce, p->cnonce, &flags, &version), 0);
-        cr_assert_eq(flags, 0);
+        /* The forward names no service: it asks for its own name, as a default. */
+        cr_assert_eq(flags, SF_HS_FLAG_SERVICE | SF_HS_FLAG_DEFAULT);
+        uint8_t ext[SF_HS_SERVICE_EXT_MAX];
+        recv_n(p->fd, ext, 1);
+        size_t n = sf_hs_service_ext_len(ext, 1);
+        cr_assert(n > 1 && n <= sizeof ext, "extension of %zu bytes", n);
+        recv_n(p->fd, ext + 1, n - 1);
+        char name[SF_HS_SERVICE_MAX + 1];
+        cr_assert_eq(sf_hs_service_verify(ext, n, &key, p->snonce, p->cnonce, name), 0);
+        cr_assert_str_eq(name, "t");
 }
 
 static void peer_status(struct peer *p, const struct sf_hs_key *k, enum sf_hs_status st, const char *reason) {
@@ -1167,7 +1183,7 @@ Test(conn, chained_every_dial_fails) {
 Test(conn, chained_hello_timeout) {
         unsigned pa;
         int la = tcp_listener(&pa, 4);
-        forward(AF_INET, true, "t:tcp:127.0.0.1:1=tcp:127.0.0.1:%u,handshake-timeout=80ms", pa);
+        forward(AF_INET, true, "t:tcp:127.0.0.1:1=tcp:127.0.0.1:%u,connect-auth=token,handshake-timeout=80ms", pa);
         struct link_client l = client_link();
         client_frame(&l, &key, 0);
         int afd = accept_one(la);
@@ -1178,7 +1194,7 @@ Test(conn, chained_hello_timeout) {
 Test(conn, chained_upstream_unavailable) {
         unsigned pa;
         int la = tcp_listener(&pa, 4);
-        forward(AF_INET, true, "t:tcp:127.0.0.1:1=tcp:127.0.0.1:%u", pa);
+        forward(AF_INET, true, "t:tcp:127.0.0.1:1=tcp:127.0.0.1:%u,connect-auth=token", pa);
         struct link_client l = client_link();
         client_frame(&l, &key, 0);
         struct peer a = peer_accept(la);
