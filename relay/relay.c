@@ -32,6 +32,7 @@ struct rfwd {
         struct sf_list_node retired_node; /* in relay->retired */
         bool retired;
         uint64_t drain_until; /* a removed forward's connections are closed then (uv_now); 0: none */
+        unsigned closing;     /* its own handles (watch, backoff timer) libuv has not let go of yet */
 };
 
 #define RFWD(fwd) sf_list_entry(fwd, struct rfwd, f)
@@ -211,14 +212,17 @@ static int fwd_links_open(struct sf_relay *relay, struct sf_fwd *f) {
         return 0;
 }
 
-/* Says what was bound; a host relay authenticates its listener and dials its upstream plainly
- * (a passed systemd: or fd: network socket is one as much as a tcp: listener). */
-static void fwd_bound(struct sf_fwd *f) {
+/* Says what was bound (bound: a new socket, not one a reload passed on); a host relay
+ * authenticates its listener and dials its upstream plainly (a passed systemd: or fd: network
+ * socket is one as much as a tcp: listener). */
+static void fwd_bound(struct sf_fwd *f, bool bound) {
         if (!f->conf->connect_auth_set && (f->listener.family == AF_INET || f->listener.family == AF_INET6 ||
                                            f->listener.family == sf_af_vsock))
                 f->connect_key = false;
         for (struct sf_fwd *s = f->next_service; s; s = s->next_service)
                 s->listener.family = f->listener.family;
+        if (!bound)
+                return;
         sf_log(SF_LOG_INFO, f->conf->name, 0, "listening on %s", f->conf->listen.text);
         if (f->conf->allow_insecure && f->conf->auth == SF_AUTH_NONE &&
             ((f->conf->listen.kind == SF_EP_TCP && !sf_endpoint_is_loopback(&f->conf->listen)) ||
@@ -247,7 +251,7 @@ int sf_relay_bind(struct sf_relay *relay) {
                                 sf_listener_close(&relay->fwds[j]->f.listener);
                         return r;
                 }
-                fwd_bound(f);
+                fwd_bound(f, true);
         }
         return 0;
 }
@@ -359,6 +363,25 @@ static void close_relay_handle(struct sf_relay *relay, uv_handle_t *h) {
         uv_close(h, on_relay_handle_closed);
 }
 
+static void on_fwd_handle_closed(uv_handle_t *h) {
+        struct rfwd *w = h->data;
+        struct sf_relay *relay = w->f.relay;
+        w->closing--;
+        relay->pending_closes--;
+        if (w->retired)
+                sweep_soon(relay);
+        maybe_stopped(relay);
+}
+
+/* A handle inside a forward's object: the object is not freed before libuv let go of it. */
+static void close_fwd_handle(struct sf_fwd *f, uv_handle_t *h) {
+        struct rfwd *w = RFWD(f);
+        h->data = w;
+        w->closing++;
+        f->relay->pending_closes++;
+        uv_close(h, on_fwd_handle_closed);
+}
+
 static void on_drain_timeout(uv_timer_t *t) {
         struct sf_relay *relay = t->data;
         size_t n = active_total(relay);
@@ -370,17 +393,17 @@ static void on_drain_timeout(uv_timer_t *t) {
 
 /* Stops accepting on f for good: its watch and backoff timer closed, its listening socket
  * closed unless another forward took it (a reload). */
-static void fwd_unlisten(struct sf_relay *relay, struct sf_fwd *f) {
+static void fwd_unlisten(struct sf_fwd *f) {
         sf_fwd_listen_pause(f);
         f->listen_started = false;
         /* Closed before its descriptor: libuv drops a descriptor it watches when the watcher
          * closes, and the number may be reused by then. */
         uv_handle_t *watch = sf_watch_handle(&f->listen_watch);
         if (watch)
-                close_relay_handle(relay, watch);
+                close_fwd_handle(f, watch);
         if (f->backoff_init) {
                 f->backoff_init = false;
-                close_relay_handle(relay, (uv_handle_t *)&f->backoff);
+                close_fwd_handle(f, (uv_handle_t *)&f->backoff);
         }
         sf_listener_close(&f->listener);
 }
@@ -404,7 +427,7 @@ void sf_relay_stop(struct sf_relay *relay, uint64_t drain_ms, sf_relay_stopped_c
          * a backlog nobody will accept. A container's shared links take no new streams from us:
          * the host gets GOAWAY. */
         EACH_FWD(relay, f, {
-                fwd_unlisten(relay, f);
+                fwd_unlisten(f);
                 sf_conn_links_drain(f);
         });
         /* Said once the listeners are closed, so that it is true when read. */
@@ -453,7 +476,7 @@ static void on_sweep(uv_timer_t *t) {
                         sf_conn_links_close(&w->f);
                 }
                 /* The connections close in later turns: their conn_gone sweeps again. */
-                if (w->f.n_conns_allocated == 0 && !sf_conn_links_close_idle(&w->f)) {
+                if (w->f.n_conns_allocated == 0 && !sf_conn_links_close_idle(&w->f) && !w->closing) {
                         sf_log(SF_LOG_DEBUG, w->conf.name, 0, "the forward a reload retired is gone");
                         fwd_destroy(relay, w);
                         continue;
@@ -489,12 +512,12 @@ static struct rfwd *listening_on(const struct sf_relay *relay, const struct sf_e
 }
 
 /* from's listening socket (and its links, when to has the same token) is to's from now on. */
-static void listener_handover(struct sf_relay *relay, struct sf_fwd *from, struct sf_fwd *to) {
+static void listener_handover(struct sf_fwd *from, struct sf_fwd *to) {
         sf_fwd_listen_pause(from);
         from->listen_started = false;
         uv_handle_t *watch = sf_watch_handle(&from->listen_watch);
         if (watch)
-                close_relay_handle(relay, watch);
+                close_fwd_handle(from, watch);
         to->listener = from->listener;
         from->listener = (struct sf_listener){ .fd = -1, .family = to->listener.family };
         if (same_key(from, to))
@@ -511,7 +534,7 @@ static void listener_handover(struct sf_relay *relay, struct sf_fwd *from, struc
 static void fwd_retire(struct sf_relay *relay, struct rfwd *w, bool removed) {
         struct sf_fwd *f = &w->f;
         size_t n = f->stats.active;
-        fwd_unlisten(relay, f);
+        fwd_unlisten(f);
         sf_conn_links_drain(f);
         f->group = f->next_service = NULL;
         w->retired = true;
@@ -586,7 +609,7 @@ int sf_relay_reload(struct sf_relay *relay, const struct sf_conf *conf, struct s
         /* Step 2: cannot fail. */
         for (size_t i = 0; i < n; i++)
                 if (plan[i].from && plan[i].from != next[i])
-                        listener_handover(relay, &plan[i].from->f, &next[i]->f);
+                        listener_handover(&plan[i].from->f, &next[i]->f);
         for (size_t j = 0; j < relay->n_fwds; j++) {
                 struct rfwd *w = relay->fwds[j];
                 bool kept = false, named = false;
@@ -619,7 +642,7 @@ int sf_relay_reload(struct sf_relay *relay, const struct sf_conf *conf, struct s
                 }
                 if (plan[i].from == next[i])
                         continue; /* its own socket, accepting as before */
-                fwd_bound(f);
+                fwd_bound(f, plan[i].bound);
                 int r = sf_fwd_start(f);
                 if (r < 0)
                         on_fwd_fatal(f, r);

@@ -40,7 +40,8 @@ struct relay_main {
         struct sf_relay *relay;
         struct sf_control *control;
         struct sf_control *control_old; /* closed in the next turn: it may answer a reload */
-        uv_timer_t control_old_timer;
+        uv_timer_t control_old_timer;    /* set up by the first reload that moves the socket */
+        bool control_old_timer_init;
         struct sf_cli_opts opts; /* read again by a reload */
         struct sf_conf *conf;    /* the one the relay runs */
         uv_signal_t sigs[N_STOP_SIGNALS];
@@ -75,11 +76,8 @@ static void help(void) {
 }
 
 static void control_old_close(struct relay_main *m) {
-        if (!m->control_old)
-                return;
         sf_control_close(m->control_old);
         m->control_old = NULL;
-        uv_close((uv_handle_t *)&m->control_old_timer, NULL);
 }
 
 static void on_stopped(struct sf_relay *relay, void *data) {
@@ -87,6 +85,8 @@ static void on_stopped(struct sf_relay *relay, void *data) {
         sf_control_close(m->control);
         m->control = NULL;
         control_old_close(m);
+        if (m->control_old_timer_init)
+                uv_close((uv_handle_t *)&m->control_old_timer, NULL);
         if (HAVE_RELOAD_SIGNAL) {
                 uv_close((uv_handle_t *)&m->hup, NULL);
                 signal(SIGHUP, SIG_IGN);
@@ -202,9 +202,12 @@ static int relay_reload(void *data, char *msg, size_t cap) {
                 /* The old one may be answering this very request: it goes in the next turn. */
                 control_old_close(m);
                 if (m->control) {
+                        if (!m->control_old_timer_init) {
+                                uv_timer_init(m->loop, &m->control_old_timer);
+                                m->control_old_timer.data = m;
+                                m->control_old_timer_init = true;
+                        }
                         m->control_old = m->control;
-                        uv_timer_init(m->loop, &m->control_old_timer);
-                        m->control_old_timer.data = m;
                         uv_timer_start(&m->control_old_timer, on_control_old_timer, 0, 0);
                 }
                 m->control = ctl;

@@ -1,15 +1,7 @@
 /* sockferry stats: ask a running relay's control socket for its counters. */
-#include <errno.h>
 #include <getopt.h>
-#include <limits.h>
-#include <stdbool.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
 
-#include "conf/log.h"
-#include "conf/platform.h"
 #include "relay/control/control.h"
 #include "shim/cli.h"
 #include "shim/ctlclient.h"
