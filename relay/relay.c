@@ -452,6 +452,8 @@ void sf_relay_stop(struct sf_relay *relay, uint64_t drain_ms, sf_relay_stopped_c
  * a replaced one's keep going), and the new owners start accepting. */
 
 static void on_sweep(uv_timer_t *t);
+/* How soon a retired forward's links are looked at again while streams remain. */
+#define SWEEP_AGAIN_MS 1000
 
 static void sweep_soon(struct sf_relay *relay) {
         if (relay->sweep_init)
@@ -483,6 +485,10 @@ static void on_sweep(uv_timer_t *t) {
                 }
                 if (w->drain_until && (!next || w->drain_until < next))
                         next = w->drain_until;
+                /* A link's last stream may end after its connection is gone (the mux closes it
+                 * in a later turn): looked at again within a second. */
+                if (!sf_list_empty(&w->f.links_in) && (!next || now + SWEEP_AGAIN_MS < next))
+                        next = now + SWEEP_AGAIN_MS;
         }
         if (next)
                 uv_timer_start(t, on_sweep, next - now, 0);

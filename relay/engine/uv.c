@@ -205,6 +205,12 @@ int sf_sock_connect(struct sf_engine *e, struct sf_sock *s, const struct sockadd
 
 ssize_t sf_sock_recv(struct sf_sock *s, void *buf, size_t n) {
         struct sf_uvsock *h = s->h;
+        /* Released (handed over to a shared link) or closed: as a closed descriptor on the
+         * Linux engine. */
+        if (!h) {
+                errno = EBADF;
+                return -1;
+        }
         size_t avail = h->in ? h->in_len - h->in_off : 0;
         if (avail == 0) {
                 errno = h->err ? h->err : h->eof ? 0 : EAGAIN;

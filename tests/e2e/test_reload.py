@@ -261,7 +261,11 @@ def test_services_follow_their_listener(sc):
     s = connect(d + "/c-agent.sock")
     s.sendall(b"x")
     s.settimeout(15)
-    assert recv_all(s) == b"", "the removed service answered a new connection"
+    try:
+        got = recv_all(s)
+    except ConnectionResetError:  # the portable engine may end a refused client with a reset
+        got = b""
+    assert got == b"", "the removed service answered a new connection"
     s.close()
     held.close()
 
