@@ -14,7 +14,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import sftap  # noqa: E402
-from sfharness import VALGRIND, Scene, connect, free_port, keygen, recv_all, run_sockferry, wait_for, write_conf  # noqa: E402
+from sfharness import (VALGRIND, Scene, Skip, connect, free_port, keygen, recv_all, run_sockferry,  # noqa: E402
+                       wait_for, write_conf)
 
 
 def forward(name, listen, connect_to, extra=""):
@@ -342,6 +343,30 @@ def test_reload_200_times_leaves_nothing(sc):
     assert VALGRIND or r.rss_kib() < rss + 8 * 1024, "RSS grew from %d to %d KiB" % (rss, r.rss_kib())
     assert echoes(d + "/keep.sock")
     held.close()
+
+
+def test_sandbox_new_directory_is_refused(sc):
+    """Under the seccomp sandbox with Landlock a reload binds only where the relay had sockets
+    at start: a socket in another directory fails the reload, plainly, and changes nothing."""
+    rc, out, _ = run_sockferry(["version"])
+    if "applies here; Landlock ABI" not in out:
+        raise Skip("no seccomp sandbox with Landlock here: %s" % out.strip())
+    d = sc.tmpdir()
+    other = sc.tmpdir()
+    sc.server("echo", d + "/echo.sock")
+    head = "[sockferry]\ncontrol = unix:%s/control.sock\n\n" % d + \
+        forward("a", "unix:%s/a.sock" % d, "unix:%s/echo.sock" % d)
+    conf = write_conf(d, head)
+    r = sc.relay(["relay", "-c", conf])
+    write_conf(d, head + forward("b", "unix:%s/b.sock" % other, "unix:%s/echo.sock" % d))
+    rc, out, err = run_sockferry(["reload", "-c", conf])
+    assert rc == 1 and "nothing changed" in err, (rc, out, err)
+    assert "the sandbox lets the relay create sockets only in the directories it had at start" in r.text(), r.text()
+    assert not os.path.exists(other + "/b.sock")
+    # in the directory it has, the same forward is bound
+    write_conf(d, head + forward("b", "unix:%s/b.sock" % d, "unix:%s/echo.sock" % d))
+    rc, out, err = run_sockferry(["reload", "-c", conf])
+    assert rc == 0 and echoes(d + "/b.sock"), (rc, out, err)
 
 
 if __name__ == "__main__":
