@@ -537,7 +537,9 @@ static void listener_handover(struct sf_fwd *from, struct sf_fwd *to) {
                        to->conf->listen.text);
 }
 
-static void fwd_retire(struct sf_relay *relay, struct rfwd *w, bool removed) {
+/* w leaves the forwards; removed (not in the new configuration conf at all): its connections
+ * get conf's drain-timeout. */
+static void fwd_retire(struct sf_relay *relay, const struct sf_conf *conf, struct rfwd *w, bool removed) {
         struct sf_fwd *f = &w->f;
         size_t n = f->stats.active;
         fwd_unlisten(f);
@@ -545,7 +547,7 @@ static void fwd_retire(struct sf_relay *relay, struct rfwd *w, bool removed) {
         f->group = f->next_service = NULL;
         w->retired = true;
         if (removed) {
-                w->drain_until = uv_now(relay->loop) + relay->conf->drain_timeout_ms;
+                w->drain_until = uv_now(relay->loop) + conf->drain_timeout_ms;
                 if (w->drain_until == 0)
                         w->drain_until = 1;
                 sf_log(SF_LOG_INFO, w->conf.name, 0, "removed: no longer on %s%s", w->conf.listen.text,
@@ -626,7 +628,7 @@ int sf_relay_reload(struct sf_relay *relay, const struct sf_conf *conf, struct s
                 if (kept)
                         continue;
                 c.removed += !named;
-                fwd_retire(relay, w, !named);
+                fwd_retire(relay, conf, w, !named);
         }
         free(relay->fwds);
         relay->fwds = next;
