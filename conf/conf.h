@@ -106,6 +106,9 @@ struct sf_conf {
 void sf_conf_init(struct sf_conf *c);
 /* Loads an INI file. Errors are logged as "FILE:LINE: [section] key: ..."; returns -errno. */
 int sf_conf_load(struct sf_conf *c, const char *path);
+/* The same for len bytes of text in memory, which messages call name (the configuration
+ * `sockferry link --stdio` receives from attach over the link). */
+int sf_conf_load_text(struct sf_conf *c, const char *name, const char *text, size_t len);
 /* Adds one -F NAME:LISTEN=CONNECT[,key=value...] forward. Errors name the argument. */
 int sf_conf_add_spec(struct sf_conf *c, const char *spec);
 /* Cross-checks after everything is loaded: missing keys, duplicates, policy. Also sets the

@@ -26,7 +26,9 @@ enum section_kind { SECTION_NONE, SECTION_GLOBAL, SECTION_FORWARD };
 struct loader {
         struct sf_conf *conf;
         const char *path;
-        FILE *f;
+        FILE *f;             /* a file, or NULL when the text is in memory: */
+        const char *mem;     /* sf_conf_load_text's text, mem_len bytes, read up to mem_pos */
+        size_t mem_len, mem_pos;
         char buf[CONF_LINE_MAX + 1];
         size_t bytes; /* read so far, at most CONF_FILE_MAX */
         unsigned line;
@@ -205,6 +207,12 @@ static char *blank_line(char *str) {
         return str;
 }
 
+static int next_char(struct loader *l) {
+        if (!l->f)
+                return l->mem_pos < l->mem_len ? (unsigned char)l->mem[l->mem_pos++] : EOF;
+        return getc(l->f);
+}
+
 /* inih's fgets-like reader: one call per line of the file. */
 static char *read_line(char *str, int num, void *stream) {
         struct loader *l = stream;
@@ -225,7 +233,7 @@ static char *read_line(char *str, int num, void *stream) {
                         capped = true;
                         break;
                 }
-                if ((ch = getc(l->f)) == EOF)
+                if ((ch = next_char(l)) == EOF)
                         break;
                 l->bytes++;
                 if (n < CONF_LINE_MAX)
@@ -236,11 +244,11 @@ static char *read_line(char *str, int num, void *stream) {
                 if (ch == '\n')
                         break;
         }
-        if (ch == EOF && ferror(l->f)) {
+        if (ch == EOF && l->f && ferror(l->f)) {
                 l->error = errno ? -errno : -EIO;
                 return NULL;
         }
-        if (capped && getc(l->f) != EOF) {
+        if (capped && next_char(l) != EOF) {
                 l->error = -EFBIG;
                 return NULL;
         }
@@ -317,47 +325,60 @@ static int open_regular(const char *path, FILE **out) {
         return r;
 }
 
-int sf_conf_load(struct sf_conf *c, const char *path) {
-        struct loader l = { .conf = c, .path = path };
+static int name_check(const struct sf_conf *c, const char *path) {
+        if (strlen(path) < sizeof c->file)
+                return 0;
+        sf_log_error("%.*s...: cannot read config: %s", QUOTE_MAX, path, strerror(ENAMETOOLONG));
+        return -ENAMETOOLONG;
+}
+
+/* Parses what l reads (a file or a text) into c, whose name for messages is path (checked). */
+static int load(struct loader *l, struct sf_conf *c, const char *path) {
         int r;
 
-        if (strlen(path) >= sizeof c->file) {
-                sf_log_error("%.*s...: cannot read config: %s", QUOTE_MAX, path, strerror(ENAMETOOLONG));
-                return -ENAMETOOLONG;
-        }
         /* Room for every forward a configuration may have, with those already added. */
-        r = sf_conf_index_init(&l.names, SF_MAX_FORWARDS);
+        r = sf_conf_index_init(&l->names, SF_MAX_FORWARDS);
         if (r < 0) {
                 sf_log_error("%s: cannot read config: %s", path, strerror(-r));
                 return r;
         }
         for (size_t i = 0; i < c->n_forwards; i++) {
-                size_t *slot = name_slot(&l, c->forwards[i].name);
+                size_t *slot = name_slot(l, c->forwards[i].name);
                 if (!*slot)
                         *slot = i + 1;
         }
-        r = open_regular(path, &l.f);
-        if (r < 0) {
-                sf_conf_index_free(&l.names);
-                return r;
-        }
         strcpy(c->file, path);
-        r = ini_parse_stream(read_line, &l, handle_pair, &l);
+        r = ini_parse_stream(read_line, l, handle_pair, l);
         /* -2 is inih failing to allocate its line buffer, in builds without INI_USE_STACK. */
-        if (r == -2 && !l.error)
-                l.error = -ENOMEM;
-        fclose(l.f);
-        sf_conf_forward_clear(&l.scratch);
-        sf_conf_index_free(&l.names);
-        if (l.error == -EFBIG) {
+        if (r == -2 && !l->error)
+                l->error = -ENOMEM;
+        sf_conf_forward_clear(&l->scratch);
+        sf_conf_index_free(&l->names);
+        if (l->error == -EFBIG) {
                 sf_log_error("%s: cannot read config: larger than %d bytes, expected a config file (it grew while "
                              "being read)",
                              path, CONF_FILE_MAX);
-                return l.error;
+                return l->error;
         }
-        if (l.error) {
-                sf_log_error("%s: cannot read config: %s", path, strerror(-l.error));
-                return l.error;
+        if (l->error) {
+                sf_log_error("%s: cannot read config: %s", path, strerror(-l->error));
+                return l->error;
         }
-        return l.n_errors ? -EINVAL : 0;
+        return l->n_errors ? -EINVAL : 0;
+}
+
+int sf_conf_load(struct sf_conf *c, const char *path) {
+        struct loader l = { .conf = c, .path = path };
+        int r = name_check(c, path);
+        if (r < 0 || (r = open_regular(path, &l.f)) < 0)
+                return r;
+        r = load(&l, c, path);
+        fclose(l.f);
+        return r;
+}
+
+int sf_conf_load_text(struct sf_conf *c, const char *name, const char *text, size_t len) {
+        struct loader l = { .conf = c, .path = name, .mem = text, .mem_len = len };
+        int r = name_check(c, name);
+        return r < 0 ? r : load(&l, c, name);
 }

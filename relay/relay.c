@@ -15,6 +15,7 @@
 #include "relay/engine/bufpool.h"
 #include "relay/engine/engine.h"
 #include "relay/forward.h"
+#include "relay/link/mux.h"
 #include "relay/link/table.h"
 #include "relay/listen/accept.h"
 #include "relay/listen/listener.h"
@@ -238,6 +239,15 @@ static void service_bound(const struct sf_fwd *f) {
                f->conf->listen.text, f->group->conf->name);
 }
 
+static int links_open(struct sf_relay *relay) {
+        for (size_t i = 0; i < relay->n_fwds; i++) {
+                int r = fwd_links_open(relay, &relay->fwds[i]->f);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
 int sf_relay_bind(struct sf_relay *relay) {
         for (size_t i = 0; i < relay->n_fwds; i++) {
                 struct sf_fwd *f = &relay->fwds[i]->f;
@@ -270,12 +280,55 @@ int sf_relay_start(struct sf_relay *relay) {
                 if (r < 0)
                         return r;
         }
+        return links_open(relay);
+}
+
+int sf_relay_start_unbound(struct sf_relay *relay) {
+        int e = sf_engine_init(&relay->eng, relay->loop, relay->pool);
+        if (e < 0)
+                return e;
+        for (size_t i = 0; i < relay->n_fwds; i++)
+                relay->fwds[i]->f.listen_started = true;
+        return links_open(relay);
+}
+
+void sf_relay_use_link(struct sf_relay *relay, struct sf_link_entry *e) {
         for (size_t i = 0; i < relay->n_fwds; i++) {
-                int r = fwd_links_open(relay, &relay->fwds[i]->f);
-                if (r < 0)
-                        return r;
+                struct sf_fwd *f = &relay->fwds[i]->f;
+                for (size_t k = 0; k < f->conf->n_connect; k++)
+                        f->links[k] = e;
         }
-        return 0;
+}
+
+void sf_relay_stream_new(struct sf_relay *relay, struct sf_mux_stream *s, const char *service, bool probe) {
+        struct sf_fwd *f = NULL;
+        char why[SF_MUX_REASON_MAX + 1];
+        for (size_t i = 0; i < relay->n_fwds && !f; i++)
+                if (strcmp(relay->fwds[i]->conf.name, service) == 0)
+                        f = &relay->fwds[i]->f;
+        if (!f) {
+                /* The far end got its sections from us: a name we do not know is another
+                 * configuration's (an exec that outlived a restart of attach). */
+                snprintf(why, sizeof why, "no forward named \"%s\" on the host (attach knows ", service);
+                for (size_t i = 0; i < relay->n_fwds; i++)
+                        snprintf(why + strlen(why), sizeof why - strlen(why), "%s%s", i ? ", " : "",
+                                 relay->fwds[i]->conf.name);
+                snprintf(why + strlen(why), sizeof why - strlen(why), ")");
+                sf_log(SF_LOG_WARN, NULL, 0, "unknown service: %s", why);
+                sf_mux_stream_refuse(s, SF_MUX_UNKNOWN_SERVICE, why);
+                sf_mux_stream_close(s);
+                return;
+        }
+        if (f->stats.active >= f->conf->max_conns || !f->listen_started) {
+                snprintf(why, sizeof why, f->listen_started ? "[%s] serves max-conns = %u connections already"
+                                                           : "the host side is stopping ([%s])",
+                         f->conf->name, f->conf->max_conns);
+                sf_fwd_note_error(f, &f->stats.err_other, why);
+                sf_mux_stream_refuse(s, SF_MUX_BUSY, why);
+                sf_mux_stream_close(s);
+                return;
+        }
+        sf_conn_new_stream(f, s, probe);
 }
 
 /* Runs body with f set to every forward, the current ones and those a reload retired (body may

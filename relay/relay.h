@@ -1,5 +1,6 @@
 #pragma once
 /* The relay engine: one listener per forward, a libuv loop, single thread. */
+#include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
 #include <uv.h>
@@ -39,6 +40,20 @@ int sf_relay_new(uv_loop_t *loop, const struct sf_conf *conf, struct sf_relay **
 int sf_relay_bind(struct sf_relay *relay);
 /* Starts accepting. */
 int sf_relay_start(struct sf_relay *relay);
+
+/* attach (relay/attach/host.h): the forwards' listeners are in the container, behind an exec's
+ * link, whose streams reach the forwards through sf_relay_stream_new. Starts the engine and
+ * the forwards without binding anything. 0 or -errno. */
+int sf_relay_start_unbound(struct sf_relay *relay);
+struct sf_mux_stream;
+/* A stream of an exec link for the forward named service: a connection that dials its
+ * candidates (takes s; refused with the names the relay knows when none has that name, or
+ * with BUSY at max-conns). */
+void sf_relay_stream_new(struct sf_relay *relay, struct sf_mux_stream *s, const char *service, bool probe);
+struct sf_link_entry;
+/* `link --stdio` (relay/attach/far.h): every candidate of every forward is reached through
+ * the link of e, which the caller owns and frees after the relay. Before sf_relay_start. */
+void sf_relay_use_link(struct sf_relay *relay, struct sf_link_entry *e);
 /* Stops accepting, lets active connections finish for up to drain_ms, then closes them;
  * cb runs once every handle is closed. Safe to call twice: the first callback is kept, and a
  * second call with drain_ms 0 closes the remaining connections at once. */

@@ -14,6 +14,8 @@ int sf_cmd_probe(int argc, char **argv);
 int sf_cmd_stats(int argc, char **argv);
 int sf_cmd_reload(int argc, char **argv);
 int sf_cmd_version(int argc, char **argv);
+int sf_cmd_attach(int argc, char **argv);
+int sf_cmd_link(int argc, char **argv);
 
 /* The options relay, run and check share: each letter means the same in every command. */
 enum { SF_OPT_LOG_FORMAT = 0x200 };

@@ -12,6 +12,8 @@ static const struct {
 } commands[] = {
         { "relay", sf_cmd_relay },
         { "run", sf_cmd_run },
+        { "attach", sf_cmd_attach },
+        { "link", sf_cmd_link },
         { "keygen", sf_cmd_keygen },
         { "check", sf_cmd_check },
         { "probe", sf_cmd_probe },
@@ -31,6 +33,10 @@ static void help(FILE *out) {
               "  run   [-c FILE] [-F SPEC]... [-u U] [-t] [--preload PATH|--no-preload] -- CMD [ARG]...\n"
               "                      container entrypoint: bind, then run CMD as an init (Linux only;\n"
               "                      elsewhere it says so and exits 64)\n"
+              "  attach [-c FILE] [-F SPEC]... [--engine docker|podman|kubectl] [--inject[=PATH]] TARGET\n"
+              "  attach [-c FILE] [-F SPEC]... -- CMD [ARG]...\n"
+              "                      host sockets in a running container over an exec: no port, no token\n"
+              "  link --stdio        the far end of attach, started by it in the container\n"
               "  keygen [-o FILE] [--force]\n"
               "                      write a new token (64 hex characters, %s)\n"
               "  check [-c FILE] [-F SPEC]... [--timeout 5s] [--link-only]\n"

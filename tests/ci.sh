@@ -78,6 +78,9 @@ stage env "${release_env[@]}" tests/packaging/release-stage.sh "$PWD/build-relea
 # Containers: the images built and run in Debian's docker.io against a host relay, compose and
 # the Kubernetes sidecar's settings (exit 77: skipped, dockerd cannot start here; it says why).
 stage $SUDO tests/containers/ci-stage.sh
+# attach (issue 25) with the real engine (the docker.io the stage above installed): images
+# imported from this machine's binaries, one without sockferry for --inject; a minute.
+stage $SUDO tests/containers/attach-stage.sh "$PWD/build-ci"
 
 # One closing line for the whole run, counted from meson's test logs (the main, ASan, libuv 1.50
 # and portable builds) and the stages above.

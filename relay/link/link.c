@@ -113,8 +113,10 @@ static void set_state(struct sf_link *l, enum sf_link_state st, const char *caus
                 l->ops->state_changed(l->owner, l);
 }
 
+/* A getaddrinfo that uv_cancel could not stop (it was already running on the thread pool)
+ * still calls on_resolved: the link stays until it has. */
 static void maybe_free(struct sf_link *l) {
-        if (l->closing && l->handles == 0) {
+        if (l->closing && l->handles == 0 && !l->gai_pending) {
                 sf_bufpool_put(l->pool, l->out);
                 sf_bufpool_put(l->pool, l->in);
                 free(l);
@@ -352,8 +354,11 @@ static void keepalive_arm(struct sf_link *l) {
 static void mux_input(struct sf_link *l, const uint8_t *data, size_t n) {
         char why[200];
         if (sf_mux_input(l->mux, data, n, why, sizeof why) < 0) {
-                char msg[260];
-                snprintf(msg, sizeof msg, "it broke the protocol: %s", why);
+                char msg[300];
+                if (!l->p->key && !l->dialer && l->state == SF_LINK_CONNECTING)
+                        sf_link_exec_noise(data, n, msg, sizeof msg);
+                else
+                        snprintf(msg, sizeof msg, "it broke the protocol: %s", why);
                 link_down(l, msg);
                 return;
         }
@@ -620,6 +625,7 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
         l->gai_pending = false;
         if (l->closing || status == UV_ECANCELED) {
                 uv_freeaddrinfo(res);
+                maybe_free(l);
                 return;
         }
         if (status < 0) {
@@ -823,6 +829,13 @@ static void link_down(struct sf_link *l, const char *cause) {
 }
 
 /* ---- the API ------------------------------------------------------------------------------ */
+
+void sf_link_hurry(struct sf_link *l) {
+        if (!l->dialer || l->closing || l->state != SF_LINK_DOWN || !uv_is_active((uv_handle_t *)&l->timer))
+                return;
+        if (uv_timer_get_due_in(&l->timer) > BACKOFF_MIN_MS)
+                uv_timer_start(&l->timer, on_backoff, BACKOFF_MIN_MS, 0);
+}
 
 int sf_link_client_new(uv_loop_t *loop, struct sf_bufpool *pool, const struct sf_link_params *p,
                        const struct sf_link_ops *ops, void *owner, struct sf_link **out) {

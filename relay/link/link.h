@@ -95,6 +95,10 @@ const char *sf_link_cause(const struct sf_link *l);
 void sf_link_stats_get(const struct sf_link *l, struct sf_link_stats *st);
 const char *sf_link_name(const struct sf_link *l);
 
+/* A client waits for this link, which is down: its next attempt comes now rather than at the
+ * end of a backoff that may outlast the client's connect-timeout (a host relay back after a
+ * restart is found by the first client), still at most one attempt per 100 ms. */
+void sf_link_hurry(struct sf_link *l);
 /* Stops opening streams (GOAWAY on the server end); open ones go on. */
 void sf_link_drain(struct sf_link *l);
 /* Ends the link and its streams (their users see ECONNRESET) and frees it once libuv let go of

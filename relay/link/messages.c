@@ -117,6 +117,23 @@ enum sf_link_err sf_link_wrong_peer(const uint8_t *got, size_t len, const char *
         return SF_LINK_WRONG_PEER;
 }
 
+void sf_link_exec_noise(const uint8_t *got, size_t len, char *out, size_t cap) {
+        /* A command's message, up to its line end: what an engine CLI prints on stdout when the
+         * exec fails (docker's "OCI runtime exec failed: ..."). */
+        char quoted[240];
+        size_t o = 0;
+        for (size_t i = 0; i < len && o + 1 < sizeof quoted; i++) {
+                if (got[i] < 0x20 || got[i] > 0x7e)
+                        break;
+                quoted[o++] = (char)got[i];
+        }
+        quoted[o] = '\0';
+        if (!quoted[0])
+                sf_hs_quote(got, len < 16 ? len : 16, quoted, sizeof quoted);
+        snprintf(out, cap, "it wrote \"%s\" where the link's first frames belong (not sockferry link --stdio at the far end)",
+                 quoted);
+}
+
 enum sf_link_err sf_link_hello_eof(size_t len, const char *ep, char *out, size_t cap) {
         if (len == 0)
                 snprintf(out, cap,

@@ -36,6 +36,9 @@ void sf_link_resolve_cause(const struct sf_endpoint *ep, const char *why, char *
 
 /* The first len bytes of the peer's greeting are not a sockferry hello; got is quoted. */
 enum sf_link_err sf_link_wrong_peer(const uint8_t *got, size_t len, const char *ep, char *out, size_t cap);
+/* An exec link's far end sent got (len bytes) before its first frames: not sockferry, or the
+ * engine's own words on stdout; the sentence, quoting them, in out. */
+void sf_link_exec_noise(const uint8_t *got, size_t len, char *out, size_t cap);
 /* The peer closed after len bytes of its greeting (len may be 0). */
 enum sf_link_err sf_link_hello_eof(size_t len, const char *ep, char *out, size_t cap);
 /* Nothing arrived within ms. */

@@ -107,8 +107,36 @@ struct sf_link_entry *sf_link_table_get(struct sf_link_table *t, const struct sf
 }
 
 void sf_link_table_put(struct sf_link_table *t, struct sf_link_entry *e) {
-        if (e && --e->refs == 0)
+        /* An entry of sf_link_entry_adopt is its owner's, not the table's. */
+        if (e && e->node.linked && --e->refs == 0)
                 entry_free(t, e);
+}
+
+int sf_link_entry_adopt(uv_loop_t *loop, struct sf_bufpool *pool, const struct sf_link_params *p,
+                        enum sf_mux_role role, uv_stream_t *rd, uv_stream_t *wr, uv_close_cb close_cb,
+                        struct sf_link_entry **out) {
+        struct sf_link_entry *e = calloc(1, sizeof *e);
+        if (!e) {
+                uv_close((uv_handle_t *)rd, close_cb ? close_cb : (uv_close_cb)free);
+                if (wr != rd)
+                        uv_close((uv_handle_t *)wr, close_cb ? close_cb : (uv_close_cb)free);
+                return -ENOMEM;
+        }
+        e->params = *p;
+        *out = e;
+        int r = sf_link_adopt(loop, pool, &e->params, &entry_ops, e, role, rd, wr, close_cb, &e->link);
+        if (r < 0) {
+                free(e);
+                *out = NULL;
+        }
+        return r;
+}
+
+void sf_link_entry_free(struct sf_link_entry *e) {
+        if (!e)
+                return;
+        sf_link_close(e->link);
+        free(e);
 }
 
 struct sf_link *sf_link_entry_link(struct sf_link_entry *e) {
@@ -117,6 +145,7 @@ struct sf_link *sf_link_entry_link(struct sf_link_entry *e) {
 
 void sf_link_wait(struct sf_link_entry *e, struct sf_link_waiter *w) {
         sf_list_push_back(&e->waiters, &w->node);
+        sf_link_hurry(e->link);
 }
 
 void sf_link_wait_cancel(struct sf_link_entry *e, struct sf_link_waiter *w) {

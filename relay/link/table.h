@@ -46,6 +46,14 @@ struct sf_link_entry *sf_link_table_get(struct sf_link_table *t, const struct sf
  * entry. NULL-safe. */
 void sf_link_table_put(struct sf_link_table *t, struct sf_link_entry *e);
 struct sf_link *sf_link_entry_link(struct sf_link_entry *e);
+/* An entry of no table, for a link over rd/wr (an exec's pipes: relay/link/link.h,
+ * sf_link_adopt, whose ownership rules it keeps): its waiters are told as any entry's are.
+ * p is copied. 0 or -ENOMEM. */
+int sf_link_entry_adopt(uv_loop_t *loop, struct sf_bufpool *pool, const struct sf_link_params *p,
+                        enum sf_mux_role role, uv_stream_t *rd, uv_stream_t *wr, uv_close_cb close_cb,
+                        struct sf_link_entry **out);
+/* Closes the link of an adopted entry (its streams end) and frees the entry. NULL-safe. */
+void sf_link_entry_free(struct sf_link_entry *e);
 
 void sf_link_wait(struct sf_link_entry *e, struct sf_link_waiter *w);
 void sf_link_wait_cancel(struct sf_link_entry *e, struct sf_link_waiter *w);

@@ -28,6 +28,10 @@
 #   macos §5   doc/MACOS.md's container commands as written (an image with ssh-add from the
 #              project's; ssh-add -l lists the key of an ssh-agent on this machine)
 #   compose    docker-compose up of packaging/docker/compose.yaml as shipped -> healthy
+#   attach     `sockferry attach --engine docker` into a container of the client image with no
+#              network at all, and with --inject into the plain base image (no sockferry in
+#              it); curl reaches the host service; docker restart -> attached again; SIGTERM to
+#              attach -> the container's socket removed
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
 DOCKER=/usr/bin/docker   # Debian's CLI: another docker earlier on PATH may lack what is used here
@@ -68,7 +72,7 @@ W=$(mktemp -d /tmp/sockferry-containers.XXXXXX)
 export DOCKER_HOST="unix://$W/docker.sock"
 droot=/var/lib/sockferry-ci-docker.${W##*.}
 xroot=/run/sockferry-ci-docker.${W##*.}
-dockerd_pid="" relay_pid="" service_pid="" mac_relay="" agent_pid="" made_key="" made_dirs=()
+dockerd_pid="" relay_pid="" service_pid="" mac_relay="" agent_pid="" attach_pid="" made_key="" made_dirs=()
 cleanup() {
         local rc=$?
         set +e
@@ -84,7 +88,7 @@ cleanup() {
                 kill -0 "$dockerd_pid" 2>/dev/null && kill -KILL "$dockerd_pid"
         fi
         [ -z "$dockerd_pid" ] || wait "$dockerd_pid" 2>/dev/null
-        for p in $relay_pid $service_pid $mac_relay $agent_pid; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+        for p in $attach_pid $relay_pid $service_pid $mac_relay $agent_pid; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
         # dockerd leaves its nsfs mount behind (and overlay mounts if it was killed).
         grep -E " ($xroot|$droot)[/ ]" /proc/self/mounts | awk '{print $2}' | sort -r |
                 while read -r m; do umount -l "$m"; done
@@ -455,3 +459,47 @@ s=$(wait_health "$cid" healthy 30)
 (cd "$W/compose" && docker-compose -p sockferry-ci -f compose.yaml -f ci.override.yaml down -v >>"$W/compose.log" 2>&1) ||
         { cat "$W/compose.log" >&2; fail "docker-compose down failed"; }
 say "compose: docker-compose up of packaging/docker/compose.yaml, healthy in $s s, down: OK"
+
+# ---- attach: no port, no token ----
+# attach here (the static binary) runs `docker exec -i -u 0 CONTAINER sockferry link --stdio`
+# into a container with no network at all; its /run/host is a directory of this machine, so
+# curl here reaches the socket the far end made there, through attach to the host service.
+wait_attached() { # LOG COUNT: the far end ready COUNT times
+        for _ in $(seq 300); do
+                [ "$(grep -c 'far end: ready' "$1")" -ge "$2" ] && return 0
+                kill -0 "$attach_pid" 2>/dev/null || break
+                sleep 0.1
+        done
+        cat "$1" >&2
+        fail "attach: the far end was not ready ($2) within 30 s"
+}
+attach_check() { # NAME IMAGE [attach options...]
+        local name=$1 image=$2 dir=$W/attach-$1 log=$W/attach-$1.log rc=0 got
+        shift 2
+        mkdir -p "$dir"
+        run_d --name "sf-ci-attach-$name" --label sockferry-ci --network none -v "$dir:/run/host" \
+                --entrypoint sleep "$image" infinity
+        "$W/sockferry" attach --engine-cmd "$DOCKER" "$@" \
+                -F "dispatch:unix:/run/host/dispatch.sock=unix:$W/host/dispatch.sock,mode=0666" \
+                "sf-ci-attach-$name" 2>"$log" &
+        attach_pid=$!
+        wait_attached "$log" 1
+        got=$(curl -sS --max-time 10 --unix-socket "$dir/dispatch.sock" "http://h/attach-$name") ||
+                { cat "$log" >&2; fail "attach $name: curl through the container's socket failed"; }
+        expect "attach $name" "host service: /attach-$name" "$got"
+        "$DOCKER" restart -t 1 "sf-ci-attach-$name" >/dev/null
+        wait_attached "$log" 2
+        got=$(curl -sS --max-time 10 --unix-socket "$dir/dispatch.sock" "http://h/attach-$name-again") ||
+                { cat "$log" >&2; fail "attach $name: curl after docker restart failed"; }
+        expect "attach $name after docker restart" "host service: /attach-$name-again" "$got"
+        kill -TERM "$attach_pid"
+        wait "$attach_pid" || rc=$?
+        attach_pid=""
+        expect "attach $name: exit status after SIGTERM" 0 "$rc"
+        [ ! -e "$dir/dispatch.sock" ] || { cat "$log" >&2; fail "attach $name: the container's socket outlived attach"; }
+        "$DOCKER" rm -f "sf-ci-attach-$name" >/dev/null
+}
+attach_check image sockferry-ci-client
+attach_check inject debian:bookworm-slim --inject="$W/sockferry"
+grep -q 'inject: copied' "$W/attach-inject.log" || { cat "$W/attach-inject.log" >&2; fail "attach --inject: nothing was copied"; }
+say "attach: docker exec into a container with no network (the client image), and --inject into the base image; curl reaches the host service, docker restart re-attaches, SIGTERM removes the socket: OK"

@@ -17,7 +17,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import sftap  # noqa: E402
 from sfharness import (Scene, Skip, connect, free_port, keygen, netns, recv_all, run_sockferry,  # noqa: E402
-                       transfer_both_ways, wait_for, LINK_MODE, VALGRIND)
+                       transfer_both_ways, wait_for, wait_link_up, LINK_MODE, VALGRIND)
 
 NS = "sf-auth-%d" % os.getpid()
 HOST_IF, CONT_IF = "sfh%d" % (os.getpid() % 100000), "sfc%d" % (os.getpid() % 100000)
@@ -43,6 +43,8 @@ class Env:
         self.cont = sc.relay(["relay", "-F", "cont:unix:%s/container.sock=tcp:host.docker.internal:%d,auth=token,"
                               "token-file=%s%s" % (self.d, PORT, cont_token or self.token, cont_extra)],
                              prefix=IN_NS)
+        if host_relay and not host_token and not cont_token:
+            wait_link_up(PORT, prefix=IN_NS)
 
     def keygen(self, name):
         return keygen(self.d, name)

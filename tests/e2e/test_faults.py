@@ -24,7 +24,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import sftap  # noqa: E402
-from sfharness import (Scene, Skip, connect, free_port, run_sockferry, wait_for, ENGINE,  # noqa: E402
+from sfharness import (Scene, Skip, connect, free_port, run_sockferry, wait_for, wait_link_up, ENGINE,  # noqa: E402
                        LINK_MODE, VALGRIND)
 
 ap = argparse.ArgumentParser()
@@ -60,7 +60,7 @@ class Pair:
     """A host relay (tcp -> unix service) and a container relay (unix -> tcp) with a token, in
     the scene sc."""
 
-    def __init__(self, sc, d, service, quiet=True, cont_extra="", host_extra=""):
+    def __init__(self, sc, d, service, quiet=True, cont_extra="", host_extra="", connect_timeout="2s"):
         self.sc = sc
         self.d = d
         self.port = free_port()
@@ -72,12 +72,14 @@ class Pair:
                                    % (self.port, service, self.token, host_extra)]
         self.host = sc.relay(["relay"] + self.host_args)
         self.cont = sc.relay(["relay"] + self.q + [
-            "-F", "cont:unix:%s/cont.sock=tcp:127.0.0.1:%d,auth=token,token-file=%s,connect-timeout=2s%s"
-            % (d, self.port, self.token, cont_extra)])
+            "-F", "cont:unix:%s/cont.sock=tcp:127.0.0.1:%d,auth=token,token-file=%s,connect-timeout=%s%s"
+            % (d, self.port, self.token, connect_timeout, cont_extra)])
         self.sock = d + "/cont.sock"
+        wait_link_up(self.port)
 
     def restart_host(self):
         self.host = self.sc.relay(["relay"] + self.host_args)
+        wait_link_up(self.port)
 
 
 def echo_once(path, data=b"ping", timeout=5):
@@ -173,6 +175,25 @@ def test_host_relay_killed_and_restarted_while_container_relay_runs(sc):
     for i in range(50):
         assert echo_once(p.sock, b"after-%d" % i), "connection %d after the restart failed" % i
     fds_back(p.cont, cont_fds, "container relay")
+
+
+def test_a_host_relay_back_after_a_long_outage_is_found_by_the_first_client(sc):
+    """Over the shared link: the host relay is down long enough for the link's backoff to reach
+    its 5 s ceiling, then back; the first client (connect-timeout 400 ms) must not wait out that
+    backoff (the next attempt 2.5-5 s after the last) and fail: a waiting client brings the
+    link's next attempt forward."""
+    if LINK_MODE == "per-connection":
+        raise Skip("sockferry/1 dials per client: no link backoff to wait out")
+    d = sc.tmpdir()
+    echo_server(sc, d + "/svc.sock")
+    p = Pair(sc, d, d + "/svc.sock", connect_timeout="400ms" if not VALGRIND else "2s")
+    assert echo_once(p.sock)
+    p.host.kill()
+    time.sleep(8)  # backoffs of 0.1, 0.2, ... 5 s: the next attempt is up to 5 s away
+    p.host = p.sc.relay(["relay"] + p.host_args)
+    start = time.monotonic()
+    assert echo_once(p.sock, b"first"), "the first client after the outage failed:\n" + p.cont.text()[-2000:]
+    print("# the first client after an 8 s outage was served in %.2fs" % (time.monotonic() - start))
 
 
 def test_upstream_service_killed_and_restarted_on_its_stale_socket(sc):
@@ -533,6 +554,7 @@ def test_relay_runs_sandboxed_unless_told_not_to(sc):
 if __name__ == "__main__":
     sftap.main([
         test_host_relay_killed_and_restarted_while_container_relay_runs,
+        test_a_host_relay_back_after_a_long_outage_is_found_by_the_first_client,
         test_upstream_service_killed_and_restarted_on_its_stale_socket,
         test_clients_killed_with_sigkill_mid_stream_leave_no_fd_behind,
         test_tcp_server_resets_mid_stream_reach_the_client_and_leave_no_fd_behind,

@@ -164,6 +164,22 @@ def conf_with_link_mode(text):
     return "".join(out)
 
 
+def wait_link_up(port, prefix=None, timeout=None):
+    """Over the shared link, waits until a container relay's link to TCP port is established
+    (ss, in the namespace prefix runs in): a test that counts the host relay's descriptors
+    takes its baseline with the link in it. Nothing to wait for in sockferry/1."""
+    if LINK_MODE == "per-connection":
+        return
+
+    def up():
+        # Up once more than the host's 37-byte hello came back: its status and SETTINGS follow
+        # our client frame, so the host relay has accepted the connection (and holds its fd).
+        out = subprocess.run(list(prefix or []) + ["ss", "-Htni", "state", "established", "( dport = :%d )" % port],
+                             capture_output=True, text=True).stdout
+        return any(int(n) > 37 for n in re.findall(r"bytes_received:(\d+)", out))
+    wait_for(up, timeout=timeout or (60 if VALGRIND else 10), what="the shared link to port %d" % port)
+
+
 def write_conf(d, text, name="conf"):
     path = os.path.join(d, name)
     with open(path, "w") as f:

@@ -1,7 +1,7 @@
 #!/bin/bash
 # CI stage (issue 14): the code macOS runs, built on Linux with -Dportable=true (the portable
 # engine on libuv streams, the POSIX fallbacks, no splice, no seccomp), through the whole relay,
-# auth, faults and ops end-to-end suites, the platform-names check, and the relay suite with
+# auth, faults, attach and ops end-to-end suites, the platform-names check, and the relay suite with
 # every relay under valgrind. Usage: tests/portable/ci-stage.sh [BUILD_DIR]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -23,11 +23,11 @@ engine=$(meson introspect --buildoptions "$build" |
 [ "$engine" = "True" ] || fail "$build is not a portable build"
 
 # Two logs (suites.json, valgrind.json): CI's closing line counts both.
-$SUDO meson test -C "$build" --print-errorlogs --logbase suites --suite relay --suite auth --suite faults \
+$SUDO meson test -C "$build" --print-errorlogs --logbase suites --suite relay --suite auth --suite faults --suite attach \
         --suite ops --suite portable || fail "end-to-end suites on the portable engine"
 if command -v valgrind >/dev/null; then
         $SUDO meson test -C "$build" --print-errorlogs --logbase valgrind relay-valgrind || fail "relay suite under valgrind"
-        echo "portable: PASS (relay, auth, faults, ops, platform-names; relay under valgrind)"
+        echo "portable: PASS (relay, auth, faults, attach, ops, platform-names; relay under valgrind)"
 else
-        echo "portable: PASS (relay, auth, faults, ops, platform-names); valgrind SKIP: not installed"
+        echo "portable: PASS (relay, auth, faults, attach, ops, platform-names); valgrind SKIP: not installed"
 fi

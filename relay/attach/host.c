@@ -1,0 +1,544 @@
+#include "relay/attach/host.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sodium.h>
+
+#include "conf/log.h"
+#include "relay/attach/wire.h"
+#include "relay/engine/bufpool.h"
+#include "relay/link/link.h"
+#include "relay/link/mux.h"
+#include "relay/relay.h"
+#include "relay/sys/platform.h"
+
+#define BACKOFF_MIN_MS 100
+#define BACKOFF_MAX_MS 5000
+/* A run whose link stayed up this long was a good one: the next failure starts the backoff
+ * over (a container restart re-attaches at once). */
+#define GOOD_RUN_MS 5000
+/* The command exited: what it left in its pipes arrives within this, then they are closed
+ * (a grandchild may hold them). */
+#define EXIT_GRACE_MS 1000
+/* The link ended (its stdin is closed) but the command goes on: SIGTERM after this, SIGKILL
+ * after as much again. */
+#define KILL_GRACE_MS 3000
+/* Streams and windows as a host relay's shared link (relay/conn/serve.c). */
+#define LINK_STREAMS_MAX 65535
+#define STREAM_WINDOW (256 * 1024)
+#define LINK_WINDOW (8 * 1024 * 1024)
+#define LINE_MAX_LEN 1024
+
+struct sf_attach {
+        uv_loop_t *loop;
+        const struct sf_conf *conf;
+        struct sf_relay *relay;
+        const struct sf_attach_params *p;
+        struct sf_bufpool *pool;
+        char *wire;
+        size_t wire_len;
+        struct sf_link_params lp;
+
+        /* One run of the command: over once it exited, its link ended and its stderr closed. */
+        bool running;
+        uv_process_t *proc;
+        bool proc_alive;
+        struct sf_link *link;
+        uv_pipe_t *err;
+        char line[LINE_MAX_LEN];
+        size_t line_len;
+        char last[LINE_MAX_LEN];     /* the far end's last line */
+        char last_err[LINE_MAX_LEN]; /* its last error or warning, or a line not of its log */
+        char prev_err[LINE_MAX_LEN]; /* the run before's: the same line again is not news */
+        char last_said[LINE_MAX_LEN + 200]; /* the last run's end as logged: the same again is not news */
+        char cause[256]; /* why the link ended */
+        int64_t status;
+        int term_signal;
+        int spawn_err;
+        bool was_up, ever_up;
+        uint64_t up_at;
+        unsigned kill_stage;
+
+        uv_timer_t timer; /* the backoff, or the grace after an exit or the link's end */
+        uint64_t backoff_ms;
+        unsigned handles; /* closes due: the timer, a process, a stderr pipe */
+        bool draining, closing, timer_closed, closed;
+        void (*close_cb)(void *data);
+        void *close_data;
+};
+
+static void spawn(struct sf_attach *a);
+static void run_check(struct sf_attach *a);
+
+/* ---- the configuration stream ------------------------------------------------------------- */
+
+/* The far end's first stream: the listen sections go out, then the stream ends both ways. */
+struct cfg_stream {
+        struct sf_mux_stream *s;
+        char *text;
+        size_t len, off;
+        bool shut, peer_done;
+};
+
+static void cfg_end(struct cfg_stream *cs) {
+        sf_mux_stream_close(cs->s);
+        free(cs->text);
+        free(cs);
+}
+
+static void cfg_event(void *ev, uint32_t events) {
+        (void)events;
+        struct cfg_stream *cs = ev;
+        while (cs->off < cs->len) {
+                ssize_t n = sf_mux_stream_send(cs->s, cs->text + cs->off, cs->len - cs->off);
+                if (n < 0) {
+                        if (errno == EAGAIN)
+                                return;
+                        cfg_end(cs);
+                        return;
+                }
+                cs->off += (size_t)n;
+        }
+        if (!cs->shut) {
+                sf_mux_stream_shutdown(cs->s);
+                cs->shut = true;
+        }
+        char buf[256];
+        while (!cs->peer_done) {
+                ssize_t n = sf_mux_stream_recv(cs->s, buf, sizeof buf);
+                if (n > 0)
+                        continue;
+                if (n < 0 && errno == EAGAIN)
+                        return;
+                cs->peer_done = true;
+        }
+        cfg_end(cs);
+}
+
+static void cfg_stream_new(struct sf_attach *a, struct sf_mux_stream *s) {
+        struct cfg_stream *cs = calloc(1, sizeof *cs);
+        if (cs && (cs->text = malloc(a->wire_len)))
+                memcpy(cs->text, a->wire, a->wire_len);
+        if (!cs || !cs->text) {
+                free(cs);
+                sf_mux_stream_refuse(s, SF_MUX_UPSTREAM_UNAVAILABLE, "out of memory on the host");
+                sf_mux_stream_close(s);
+                return;
+        }
+        cs->s = s;
+        cs->len = a->wire_len;
+        sf_mux_stream_watch(s, cfg_event, cs);
+        sf_mux_stream_accept(s);
+        cfg_event(cs, SF_MUX_EV_OUT);
+}
+
+/* ---- the link ------------------------------------------------------------------------------ */
+
+static void on_link_state(void *owner, struct sf_link *l) {
+        struct sf_attach *a = owner;
+        if (sf_link_state(l) != SF_LINK_UP)
+                return;
+        a->was_up = a->ever_up = true;
+        a->up_at = uv_now(a->loop);
+        sf_log(SF_LOG_INFO, NULL, 0, "attached through %s: the far end binds %zu listen socket%s", a->p->what,
+               a->conf->n_forwards, a->conf->n_forwards == 1 ? "" : "s");
+}
+
+static void on_stream_new(void *owner, struct sf_link *l, struct sf_mux_stream *s, const char *service,
+                          bool by_default, bool probe) {
+        (void)l;
+        (void)by_default;
+        struct sf_attach *a = owner;
+        if (!service[0]) {
+                cfg_stream_new(a, s);
+                return;
+        }
+        sf_relay_stream_new(a->relay, s, service, probe);
+}
+
+static void on_link_ended(void *owner, struct sf_link *l) {
+        struct sf_attach *a = owner;
+        snprintf(a->cause, sizeof a->cause, "%s", sf_link_cause(l));
+        sf_link_close(a->link);
+        a->link = NULL;
+        run_check(a);
+}
+
+static const struct sf_link_ops link_ops = {
+        .state_changed = on_link_state,
+        .stream_new = on_stream_new,
+        .ended = on_link_ended,
+};
+
+/* ---- the far end's stderr ------------------------------------------------------------------ */
+
+/* A line of the far end: its own log lines ("TIME sockferry LEVEL [fwd]: msg") keep their
+ * level and lose their time (ours comes first); anything else (the engine's CLI) is a
+ * warning in its own words. */
+static void relay_line(struct sf_attach *a, char *line) {
+        size_t n = strlen(line);
+        while (n && (line[n - 1] == '\r' || line[n - 1] == ' '))
+                line[--n] = '\0';
+        if (!n)
+                return;
+        snprintf(a->last, sizeof a->last, "%s", line);
+        static const char *const levels[] = { "error", "warn", "info", "debug" };
+        const char *p = strstr(line, "sockferry ");
+        for (int lv = 0; p && lv < 4; lv++) {
+                size_t k = strlen(levels[lv]);
+                const char *rest = p + strlen("sockferry ");
+                if (strncmp(rest, levels[lv], k) == 0 && (rest[k] == ':' || rest[k] == ' ')) {
+                        rest += k;
+                        if (*rest == ':')
+                                rest++;
+                        while (*rest == ' ')
+                                rest++;
+                        snprintf(a->last, sizeof a->last, "%s", rest);
+                        if (lv <= SF_LOG_WARN)
+                                snprintf(a->last_err, sizeof a->last_err, "%s", rest);
+                        sf_log((enum sf_log_level)lv, NULL, 0, "far end: %s", rest);
+                        return;
+                }
+        }
+        snprintf(a->last_err, sizeof a->last_err, "%s", line);
+        sf_log(strcmp(line, a->prev_err) == 0 ? SF_LOG_DEBUG : SF_LOG_WARN, NULL, 0, "%s: %s", a->p->what, line);
+}
+
+static void err_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+        (void)suggested;
+        struct sf_attach *a = h->data;
+        size_t room = sizeof a->line - 1 - a->line_len;
+        *buf = uv_buf_init(a->line + a->line_len, (unsigned)room);
+}
+
+static void on_handle_closed(uv_handle_t *h) {
+        struct sf_attach *a = h->data;
+        if (h != (uv_handle_t *)&a->timer)
+                free(h);
+        a->handles--;
+        if (a->timer_closed && a->handles == 0 && !a->closed) {
+                a->closed = true;
+                if (a->close_cb)
+                        a->close_cb(a->close_data);
+        }
+}
+
+/* Closing and no run under way: the timer goes, and cb follows the last close. */
+static void finish(struct sf_attach *a) {
+        if (a->timer_closed)
+                return;
+        a->timer_closed = true;
+        uv_timer_stop(&a->timer);
+        a->handles++;
+        uv_close((uv_handle_t *)&a->timer, on_handle_closed);
+}
+
+static void err_drop(struct sf_attach *a) {
+        if (!a->err)
+                return;
+        if (a->line_len) {
+                a->line[a->line_len] = '\0';
+                relay_line(a, a->line);
+                a->line_len = 0;
+        }
+        a->handles++;
+        uv_close((uv_handle_t *)a->err, on_handle_closed);
+        a->err = NULL;
+}
+
+static void on_err_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
+        (void)buf;
+        struct sf_attach *a = s->data;
+        if (n < 0) {
+                err_drop(a);
+                run_check(a);
+                return;
+        }
+        a->line_len += (size_t)n;
+        a->line[a->line_len] = '\0';
+        char *start = a->line, *nl;
+        while ((nl = strchr(start, '\n'))) {
+                *nl = '\0';
+                relay_line(a, start);
+                start = nl + 1;
+        }
+        a->line_len = strlen(start);
+        memmove(a->line, start, a->line_len);
+        /* A line longer than the buffer is cut there. */
+        if (a->line_len == sizeof a->line - 1) {
+                a->line[a->line_len] = '\0';
+                relay_line(a, a->line);
+                a->line_len = 0;
+        }
+}
+
+/* ---- one run of the command ------------------------------------------------------------ */
+
+static void on_kill_timer(uv_timer_t *t) {
+        struct sf_attach *a = t->data;
+        if (!a->proc_alive)
+                return;
+        int sig = a->kill_stage++ == 0 ? SIGTERM : SIGKILL;
+        sf_log(SF_LOG_INFO, NULL, 0, "%s goes on after its link ended: sending it %s", a->p->what,
+               sig == SIGTERM ? "SIGTERM" : "SIGKILL");
+        uv_process_kill(a->proc, sig);
+        if (sig == SIGTERM)
+                uv_timer_start(&a->timer, on_kill_timer, KILL_GRACE_MS, 0);
+}
+
+static void on_exit_grace(uv_timer_t *t) {
+        struct sf_attach *a = t->data;
+        if (a->link) {
+                snprintf(a->cause, sizeof a->cause, "the command exited");
+                sf_link_close(a->link);
+                a->link = NULL;
+        }
+        err_drop(a);
+        run_check(a);
+}
+
+static void on_proc_exit(uv_process_t *proc, int64_t status, int term_signal) {
+        struct sf_attach *a = proc->data;
+        a->status = term_signal ? -1 : status;
+        a->term_signal = term_signal;
+        a->proc_alive = false;
+        a->handles++;
+        uv_close((uv_handle_t *)proc, on_handle_closed);
+        a->proc = NULL;
+        if (a->link || a->err)
+                uv_timer_start(&a->timer, on_exit_grace, EXIT_GRACE_MS, 0);
+        run_check(a);
+}
+
+static void describe_status(const struct sf_attach *a, char *out, size_t cap) {
+        if (a->spawn_err)
+                snprintf(out, cap, "it could not be started: %s", strerror(-a->spawn_err));
+        else if (a->term_signal)
+                snprintf(out, cap, "killed by signal %d (%s)", a->term_signal, strsignal(a->term_signal));
+        else
+                snprintf(out, cap, "exit status %lld", (long long)a->status);
+}
+
+static void on_backoff(uv_timer_t *t) {
+        spawn(t->data);
+}
+
+/* The run is over: why, then the next one after the backoff (or the end). */
+static void run_over(struct sf_attach *a) {
+        a->running = false;
+        uv_timer_stop(&a->timer);
+        char status[160], why[600] = "";
+        describe_status(a, status, sizeof status);
+        struct sf_attach_end end = {
+                .spawn_err = a->spawn_err,
+                .exit_status = a->status,
+                .term_signal = a->term_signal,
+                .was_up = a->was_up,
+                .ever_up = a->ever_up,
+                /* Its last error; else, before the link came up, what it wrote instead of frames
+                 * (an engine's message on stdout); else its last line. */
+                .last_line = a->last_err[0]                              ? a->last_err
+                             : !a->was_up && strncmp(a->cause, "it wrote", 8) == 0 ? a->cause
+                                                                         : a->last,
+        };
+        enum sf_attach_next next = a->p->ended ? a->p->ended(a->p->data, &end, why, sizeof why) : SF_ATTACH_RETRY;
+        if (!why[0] && end.last_line[0])
+                snprintf(why, sizeof why, "the far end said: %s", end.last_line);
+        /* The link's own cause adds something only when it broke (not a plain end of file). */
+        if (a->cause[0] && strcmp(a->cause, "the peer closed it") != 0 && end.last_line != a->cause &&
+            strlen(why) + 2 < sizeof why)
+                snprintf(why + strlen(why), sizeof why - strlen(why), "%sthe link: %s", why[0] ? "; " : "", a->cause);
+        if (a->closing) {
+                sf_log(SF_LOG_INFO, NULL, 0, "detached: %s ended (%s)", a->p->what, status);
+                finish(a);
+                return;
+        }
+        if (a->was_up && uv_now(a->loop) - a->up_at >= GOOD_RUN_MS)
+                a->backoff_ms = 0;
+        if (next == SF_ATTACH_GIVE_UP && !a->ever_up) {
+                sf_log(SF_LOG_ERROR, NULL, 0, "cannot attach: %s ended (%s)%s%s", a->p->what, status, why[0] ? ": " : "",
+                       why);
+                if (a->p->failed)
+                        a->p->failed(a->p->data);
+                return;
+        }
+        if (a->draining) {
+                sf_log(SF_LOG_INFO, NULL, 0, "%s ended (%s) while stopping", a->p->what, status);
+                return;
+        }
+        a->backoff_ms = a->backoff_ms ? a->backoff_ms * 2 : BACKOFF_MIN_MS;
+        if (a->backoff_ms > BACKOFF_MAX_MS)
+                a->backoff_ms = BACKOFF_MAX_MS;
+        /* Jitter: many attaches to an engine that comes back do not all exec at once. */
+        uint64_t wait = a->backoff_ms / 2 + randombytes_uniform((uint32_t)(a->backoff_ms / 2 + 1));
+        /* Logged once per change: an exec that keeps failing the same way is not news each time. */
+        char said[sizeof a->last_said];
+        snprintf(said, sizeof said, "%s%s%s", status, why[0] ? "; " : "", why);
+        bool same = strcmp(said, a->last_said) == 0;
+        snprintf(a->last_said, sizeof a->last_said, "%s", said);
+        sf_log(same ? SF_LOG_DEBUG : a->was_up ? SF_LOG_WARN : SF_LOG_INFO, NULL, 0, "%s ended (%s): attaching again in %llums",
+               a->p->what, said, (unsigned long long)wait);
+        uv_timer_start(&a->timer, on_backoff, wait, 0);
+}
+
+static void run_check(struct sf_attach *a) {
+        if (!a->running)
+                return;
+        if (!a->link && a->proc_alive && !uv_is_active((uv_handle_t *)&a->timer)) {
+                /* Its stdin is closed: the far end exits on its own, or is made to. */
+                a->kill_stage = 0;
+                uv_timer_start(&a->timer, on_kill_timer, KILL_GRACE_MS, 0);
+        }
+        if (!a->proc_alive && !a->link && !a->err)
+                run_over(a);
+}
+
+static uv_pipe_t *pipe_new(struct sf_attach *a) {
+        uv_pipe_t *p = malloc(sizeof *p);
+        if (p) {
+                uv_pipe_init(a->loop, p, 0);
+                p->data = a;
+        }
+        return p;
+}
+
+static void pipe_drop(struct sf_attach *a, uv_pipe_t *p) {
+        if (!p)
+                return;
+        a->handles++;
+        p->data = a;
+        uv_close((uv_handle_t *)p, on_handle_closed);
+}
+
+static void spawn(struct sf_attach *a) {
+        a->running = true;
+        a->spawn_err = 0;
+        a->status = 0;
+        a->term_signal = 0;
+        a->was_up = false;
+        memcpy(a->prev_err, a->last_err, sizeof a->prev_err);
+        a->last[0] = a->last_err[0] = a->cause[0] = '\0';
+        a->line_len = 0;
+        uv_pipe_t *in = pipe_new(a), *out = pipe_new(a), *err = pipe_new(a);
+        a->proc = calloc(1, sizeof *a->proc);
+        if (!in || !out || !err || !a->proc) {
+                free(a->proc);
+                a->proc = NULL;
+                pipe_drop(a, in);
+                pipe_drop(a, out);
+                pipe_drop(a, err);
+                a->spawn_err = -ENOMEM;
+                run_check(a);
+                return;
+        }
+        uv_stdio_container_t stdio[3] = {
+                { .flags = UV_CREATE_PIPE | UV_READABLE_PIPE, .data.stream = (uv_stream_t *)in },
+                { .flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)out },
+                { .flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)err },
+        };
+        /* Its own session: Ctrl+C in the terminal reaches attach, which drains and then ends
+         * the command, not the command first. */
+        uv_process_options_t opts = {
+                .exit_cb = on_proc_exit,
+                .file = a->p->argv[0],
+                .args = a->p->argv,
+                .stdio_count = 3,
+                .stdio = stdio,
+                .flags = UV_PROCESS_DETACHED | UV_PROCESS_WINDOWS_HIDE,
+        };
+        a->proc->data = a;
+        int r = uv_spawn(a->loop, a->proc, &opts);
+        if (r < 0) {
+                a->handles++;
+                uv_close((uv_handle_t *)a->proc, on_handle_closed);
+                a->proc = NULL;
+                pipe_drop(a, in);
+                pipe_drop(a, out);
+                pipe_drop(a, err);
+                a->spawn_err = -sf_errno_uv(r);
+                run_check(a);
+                return;
+        }
+        a->proc_alive = true;
+        sf_log(SF_LOG_DEBUG, NULL, 0, "started %s (pid %d)", a->p->what, a->proc->pid);
+        a->err = err;
+        uv_read_start((uv_stream_t *)err, err_alloc, on_err_read);
+        /* The far end's stdout is what we read, its stdin what we write. */
+        if (sf_link_adopt(a->loop, a->pool, &a->lp, &link_ops, a, SF_MUX_SERVER, (uv_stream_t *)out,
+                          (uv_stream_t *)in, NULL, &a->link) < 0) {
+                a->link = NULL;
+                snprintf(a->cause, sizeof a->cause, "out of memory for the link");
+        }
+        run_check(a);
+}
+
+/* ---- the API ------------------------------------------------------------------------------ */
+
+int sf_attach_new(uv_loop_t *loop, const struct sf_conf *conf, struct sf_relay *relay,
+                  const struct sf_attach_params *p, struct sf_attach **out) {
+        struct sf_attach *a = calloc(1, sizeof *a);
+        if (!a)
+                return -ENOMEM;
+        a->loop = loop;
+        a->conf = conf;
+        a->relay = relay;
+        a->p = p;
+        a->pool = sf_bufpool_new(8);
+        if (!a->pool || sf_attach_wire_text(conf, &a->wire, &a->wire_len) < 0) {
+                sf_bufpool_free(a->pool);
+                free(a);
+                return -ENOMEM;
+        }
+        uint64_t streams = 1; /* the configuration's */
+        for (size_t i = 0; i < conf->n_forwards; i++)
+                streams += conf->forwards[i].max_conns;
+        a->lp = (struct sf_link_params){
+                .name = p->what,
+                .keepalive_ms = p->keepalive_ms,
+                .mux = { .max_streams = (uint32_t)(streams < LINK_STREAMS_MAX ? streams : LINK_STREAMS_MAX),
+                         .stream_window = STREAM_WINDOW,
+                         .link_window = LINK_WINDOW },
+        };
+        uv_timer_init(loop, &a->timer);
+        a->timer.data = a;
+        *out = a;
+        spawn(a);
+        return 0;
+}
+
+void sf_attach_drain(struct sf_attach *a) {
+        a->draining = true;
+        if (!a->running)
+                uv_timer_stop(&a->timer);
+        if (a->link)
+                sf_link_drain(a->link);
+}
+
+void sf_attach_close(struct sf_attach *a, void (*cb)(void *data), void *data) {
+        if (a->closing)
+                return;
+        a->closing = a->draining = true;
+        a->close_cb = cb;
+        a->close_data = data;
+        uv_timer_stop(&a->timer);
+        if (a->link) {
+                snprintf(a->cause, sizeof a->cause, "attach stopped");
+                sf_link_close(a->link);
+                a->link = NULL;
+        }
+        if (a->running)
+                run_check(a);
+        else
+                finish(a);
+}
+
+void sf_attach_free(struct sf_attach *a) {
+        if (!a)
+                return;
+        sf_bufpool_free(a->pool);
+        free(a->wire);
+        free(a);
+}
