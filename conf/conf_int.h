@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "conf/compare.h"
 #include "conf/conf.h"
 
 #define GLOBAL_SECTION "sockferry"
@@ -46,8 +47,6 @@ int sf_conf_unquote(const char *s, size_t len, char *buf, size_t size, const cha
 
 /* A forward with every default set and nothing on the heap. */
 void sf_conf_forward_init(struct sf_forward *f);
-/* Frees what a forward holds on the heap and sets the defaults again; safe to repeat. */
-void sf_conf_forward_clear(struct sf_forward *f);
 /* Sets the origin, formatted; returns 0 or -ENOMEM. */
 int sf_conf_forward_origin(struct sf_forward *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The defaults that depend on other keys, once all of a forward's keys are known. */

@@ -14,10 +14,31 @@ static enum sf_log_level log_level = SF_LOG_INFO;
 static enum sf_log_format log_format = SF_LOG_TEXT;
 
 static const char *const level_names[] = { "error", "warn", "info", "debug" };
+static char *capture_buf;
+static size_t capture_cap;
+
+void sf_log_capture(char *buf, size_t cap) {
+        capture_buf = cap ? buf : NULL;
+        capture_cap = cap;
+        if (capture_buf)
+                capture_buf[0] = '\0';
+}
+
+static void capture(const char *forward, const char *msg) {
+        size_t used = strlen(capture_buf);
+        if (used + 1 >= capture_cap)
+                return;
+        snprintf(capture_buf + used, capture_cap - used, "%s%s%s%s%s", used ? "; " : "", forward ? "[" : "",
+                 forward ? forward : "", forward ? "] " : "", msg);
+}
 
 void sf_log_setup(enum sf_log_level level, enum sf_log_format format) {
         log_level = level;
         log_format = format;
+}
+
+enum sf_log_format sf_log_get_format(void) {
+        return log_format;
 }
 
 enum sf_log_level sf_log_get_level(void) {
@@ -89,9 +110,12 @@ void sf_logv(enum sf_log_level level, const char *forward, uint64_t conn, const 
         struct timespec now;
         struct tm tm;
 
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        /* Errors are never filtered out (the lowest level there is). */
+        if (level == SF_LOG_ERROR && capture_buf)
+                capture(forward, msg);
         if (journal < 0)
                 journal = stderr_is_journal();
-        vsnprintf(msg, sizeof msg, fmt, ap);
         /* The journal stamps each line itself and filters by the priority prefix. */
         if (journal) {
                 snprintf(prio, sizeof prio, "<%d>", priorities[level]);

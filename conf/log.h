@@ -1,6 +1,7 @@
 #pragma once
 /* The logger: one line per event on stderr, text or JSON. Every call keeps errno intact. */
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 
 enum sf_log_level { SF_LOG_ERROR = 0, SF_LOG_WARN, SF_LOG_INFO, SF_LOG_DEBUG };
@@ -8,8 +9,14 @@ enum sf_log_format { SF_LOG_TEXT = 0, SF_LOG_JSON };
 
 void sf_log_setup(enum sf_log_level level, enum sf_log_format format);
 enum sf_log_level sf_log_get_level(void);
+enum sf_log_format sf_log_get_format(void);
 int sf_log_level_parse(const char *s, enum sf_log_level *out);
 int sf_log_format_parse(const char *s, enum sf_log_format *out);
+
+/* While buf is set, the text of every error line logged (without time and level) is also kept
+ * in buf, lines joined by "; " and cut at cap: what a reload asked over the control socket
+ * answers. sf_log_capture(NULL, 0) stops. */
+void sf_log_capture(char *buf, size_t cap);
 
 /* forward may be NULL (process-wide event); conn 0 means "no connection". */
 void sf_log(enum sf_log_level level, const char *forward, uint64_t conn, const char *fmt, ...)

@@ -63,6 +63,23 @@ typedef void (*sf_relay_fatal_cb)(struct sf_relay *relay, int err, void *data);
  * is logged already. The owner decides what follows, normally sf_relay_stop(). */
 void sf_relay_on_fatal(struct sf_relay *relay, sf_relay_fatal_cb cb, void *data);
 
+/* What a reload did, forward by forward (file forwards and -F ones alike: a forward is
+ * unchanged when every key and its token are the same). */
+struct sf_relay_reload_counts {
+        size_t added, removed, changed, unchanged;
+};
+/* Applies conf (which must outlive the relay, or the next reload; the previous one may be freed
+ * once this returns 0) to the running relay: forwards added are bound and accept; removed ones
+ * stop listening and their connections drain within conf's drain-timeout; changed ones (a key or
+ * the token file's content) serve new connections with the new settings while the open ones keep
+ * theirs, on the same listening socket unless the listen endpoint changed; unchanged ones keep
+ * their socket and connections. Services follow their listener's new owner; client links no
+ * forward uses any more close once their connections are gone. Any failure (a token file, a
+ * socket that cannot be bound) changes nothing: -errno, logged. */
+int sf_relay_reload(struct sf_relay *relay, const struct sf_conf *conf, struct sf_relay_reload_counts *out);
+/* The configuration the relay runs now (the last one a reload applied). */
+const struct sf_conf *sf_relay_conf(const struct sf_relay *relay);
+
 /* Runs the loop until the relay has stopped and libuv has no handle left, in place of uv_run(loop,
  * UV_RUN_DEFAULT): on the Linux engine the relay's listeners and connections are served only by
  * this (relay/engine/engine.h). relay may be NULL. The process must ignore SIGPIPE: the Linux

@@ -12,6 +12,7 @@ int sf_cmd_keygen(int argc, char **argv);
 int sf_cmd_check(int argc, char **argv);
 int sf_cmd_probe(int argc, char **argv);
 int sf_cmd_stats(int argc, char **argv);
+int sf_cmd_reload(int argc, char **argv);
 int sf_cmd_version(int argc, char **argv);
 int sf_cmd_attach(int argc, char **argv);
 int sf_cmd_link(int argc, char **argv);

@@ -18,6 +18,7 @@ static const struct {
         { "check", sf_cmd_check },
         { "probe", sf_cmd_probe },
         { "stats", sf_cmd_stats },
+        { "reload", sf_cmd_reload },
         { "version", sf_cmd_version },
 };
 
@@ -43,6 +44,8 @@ static void help(FILE *out) {
               "  probe PATH          explain what is at a socket path (exit 0 live ... 4 other)\n"
               "  stats [-c FILE | --control PATH] [--format text|json|prometheus]\n"
               "                      counters of a running relay\n"
+              "  reload [-c FILE | --control PATH]\n"
+              "                      make a running relay read its configuration again (as SIGHUP)\n"
               "  version             version, engine, libuv, sandbox, platform, build (for bug reports)\n"
               "  help COMMAND        show a command's help (also --help COMMAND, -h COMMAND)\n"
               "\n"

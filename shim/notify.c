@@ -38,7 +38,9 @@ int sf_notify(const char *state) {
         int fd = socket(AF_UNIX, SOCK_DGRAM | SF_SOCK_CLOEXEC, 0);
         if (fd < 0)
                 return -errno;
-        ssize_t r = sendto(fd, state, strlen(state), SF_MSG_NOSIGNAL, (struct sockaddr *)&sa,
+        /* Never waits: a listener that reads nothing (its queue full after a few reloads)
+         * must not stop the relay's loop; the state is lost then, not the relay. */
+        ssize_t r = sendto(fd, state, strlen(state), SF_MSG_NOSIGNAL | SF_MSG_DONTWAIT, (struct sockaddr *)&sa,
                            (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n));
         int e = errno;
         close(fd);

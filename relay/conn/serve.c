@@ -134,6 +134,27 @@ void sf_conn_links_drain(struct sf_fwd *fwd) {
                 sf_link_drain(sf_list_entry(n, struct sf_srv_link, node)->link);
 }
 
+void sf_conn_links_move(struct sf_fwd *from, struct sf_fwd *to) {
+        while (from->links_in.first) {
+                struct sf_srv_link *sl = sf_list_entry(from->links_in.first, struct sf_srv_link, node);
+                sf_list_remove(&from->links_in, &sl->node);
+                sl->owner = to;
+                sf_list_push_back(&to->links_in, &sl->node);
+        }
+}
+
+bool sf_conn_links_close_idle(struct sf_fwd *fwd) {
+        for (struct sf_list_node *n = fwd->links_in.first, *next; n; n = next) {
+                next = n->next;
+                struct sf_srv_link *sl = sf_list_entry(n, struct sf_srv_link, node);
+                struct sf_link_stats st;
+                sf_link_stats_get(sl->link, &st);
+                if (st.streams_open == 0)
+                        srv_link_free(sl);
+        }
+        return !sf_list_empty(&fwd->links_in);
+}
+
 void sf_conn_links_close(struct sf_fwd *fwd) {
         while (fwd->links_in.first)
                 srv_link_free(sf_list_entry(fwd->links_in.first, struct sf_srv_link, node));

@@ -27,7 +27,7 @@
 #define ACCEPT_BATCH 16
 /* Clients beyond MAX_CLIENTS are accepted and closed, not left to fail with EAGAIN. */
 #define LISTEN_BACKLOG 128
-#define REQUEST_EXPECTED "expected \"stats [text|json|prometheus]\""
+#define REQUEST_EXPECTED "expected \"stats [text|json|prometheus]\" or \"reload\""
 /* Refused peers are logged at most once per this many milliseconds (with a count). */
 #define REFUSED_LOG_INTERVAL_MS 10000
 
@@ -49,8 +49,10 @@ struct client {
 };
 
 struct sf_control {
-        const struct sf_conf *conf;
+        struct sf_endpoint ep; /* a copy: a reload frees the configuration it came from */
         const struct sf_relay *relay;
+        sf_control_reload_cb reload_cb;
+        void *reload_data;
         struct sf_listener listener; /* serves through a libuv stream of its own */
         struct sf_list clients; /* every client until its handles are closed */
         unsigned n_admitted;    /* of them: admitted and not closing */
@@ -94,13 +96,15 @@ int sf_control_request_parse(const char *buf, size_t len, enum sf_stats_format *
                 words[n][p - w] = '\0';
                 n++;
         }
+        if (n == 1 && strcmp(words[0], "reload") == 0)
+                return SF_CONTROL_RELOAD;
         if (n == 0 || strcmp(words[0], "stats") != 0)
                 return -EINVAL;
         if (n == 1) {
                 *fmt = SF_STATS_TEXT;
-                return 1;
+                return SF_CONTROL_STATS;
         }
-        return sf_stats_format_parse(words[1], fmt) < 0 ? -EINVAL : 1;
+        return sf_stats_format_parse(words[1], fmt) < 0 ? -EINVAL : SF_CONTROL_STATS;
 }
 
 static void control_maybe_free(struct sf_control *ctl) {
@@ -162,10 +166,16 @@ static void client_answer(struct client *cl, int parsed, enum sf_stats_format fm
                 client_close(cl);
                 return;
         }
-        if (parsed == 1) {
+        if (parsed == SF_CONTROL_STATS) {
                 struct sf_proc_stats p;
                 sf_proc_stats_read(&p);
-                sf_stats_render(out, fmt, cl->ctl->conf, cl->ctl->relay, &p);
+                sf_stats_render(out, fmt, sf_relay_conf(cl->ctl->relay), cl->ctl->relay, &p);
+        } else if (parsed == SF_CONTROL_RELOAD && cl->ctl->reload_cb) {
+                char msg[2048];
+                int r = cl->ctl->reload_cb(cl->ctl->reload_data, msg, sizeof msg);
+                fprintf(out, "%s%s\n", r < 0 ? "error: " : "", msg);
+        } else if (parsed == SF_CONTROL_RELOAD) {
+                fputs("error: this relay does not reload (sockferry run: restart the container)\n", out);
         } else if (parsed == -EMSGSIZE) {
                 fprintf(out, "error: request longer than %d bytes without a newline; " REQUEST_EXPECTED "\n",
                         SF_CONTROL_LINE_MAX - 1);
@@ -223,16 +233,16 @@ static bool peer_allowed(struct sf_control *ctl, struct client *cl) {
         if (ctl->refused_logged_at != 0 && now - ctl->refused_logged_at < REFUSED_LOG_INTERVAL_MS)
                 return false;
         ctl->refused_logged_at = now ? now : 1;
-        sf_log_warn("control %s: refused a connection from %s: only %s may read the stats "
+        sf_log_warn("control %s: refused a connection from %s: only %s may read the stats or reload "
                     "(%llu refused in all; at most one such line every %d s)",
-                    ctl->conf->control.text, who, allowed, ctl->refused, REFUSED_LOG_INTERVAL_MS / 1000);
+                    ctl->ep.text, who, allowed, ctl->refused, REFUSED_LOG_INTERVAL_MS / 1000);
         return false;
 }
 
 static void client_accept(struct sf_control *ctl, uv_stream_t *server) {
         struct client *cl = calloc(1, sizeof *cl);
         if (!cl) {
-                sf_log_warn("control %s: out of memory; a request was not answered", ctl->conf->control.text);
+                sf_log_warn("control %s: out of memory; a request was not answered", ctl->ep.text);
                 return;
         }
         cl->ctl = ctl;
@@ -285,7 +295,7 @@ int sf_control_new(uv_loop_t *loop, const struct sf_conf *conf, const struct sf_
                 sf_log_error("control %s: out of memory", conf->control.text);
                 goto fail;
         }
-        ctl->conf = conf;
+        ctl->ep = conf->control;
         ctl->relay = relay;
         /* Bound like a forward's listen socket, so the same rules hold: exact mode from the
          * first instant, stale socket replaced, anything else left alone. Only root (or the
@@ -317,6 +327,11 @@ fail:
         return r;
 }
 
+void sf_control_on_reload(struct sf_control *ctl, sf_control_reload_cb cb, void *data) {
+        ctl->reload_cb = cb;
+        ctl->reload_data = data;
+}
+
 const struct sf_listener *sf_control_listener(const struct sf_control *ctl) {
         return &ctl->listener;
 }
@@ -325,8 +340,13 @@ void sf_control_close(struct sf_control *ctl) {
         if (!ctl)
                 return;
         ctl->closing = true;
-        for (struct sf_list_node *n = ctl->clients.first; n; n = n->next)
-                client_close(sf_list_entry(n, struct client, node));
+        /* A client that has its answer (a reload that moved the control socket answers on the
+         * old one) ends on its own, within REQUEST_TIMEOUT_MS. */
+        for (struct sf_list_node *n = ctl->clients.first; n; n = n->next) {
+                struct client *cl = sf_list_entry(n, struct client, node);
+                if (!cl->answered)
+                        client_close(cl);
+        }
         sf_listener_close(&ctl->listener);
         if (ctl->turn_open)
                 uv_close((uv_handle_t *)&ctl->turn, on_turn_closed);

@@ -13,6 +13,7 @@ struct sf_link_entry {
         struct sf_link_params params;
         struct sf_link *link;
         struct sf_list waiters;
+        unsigned refs; /* forwards that use it (sf_link_table_get, sf_link_table_put) */
 };
 
 struct sf_link_table {
@@ -47,17 +48,19 @@ int sf_link_table_new(uv_loop_t *loop, struct sf_bufpool *pool, struct sf_link_t
         return 0;
 }
 
+static void entry_free(struct sf_link_table *t, struct sf_link_entry *e) {
+        sf_list_remove(&t->entries, &e->node);
+        sf_link_close(e->link);
+        sodium_memzero(&e->key, sizeof e->key);
+        free(e->token_file);
+        free(e);
+}
+
 void sf_link_table_free(struct sf_link_table *t) {
         if (!t)
                 return;
-        while (t->entries.first) {
-                struct sf_link_entry *e = sf_list_entry(t->entries.first, struct sf_link_entry, node);
-                sf_list_remove(&t->entries, &e->node);
-                sf_link_close(e->link);
-                sodium_memzero(&e->key, sizeof e->key);
-                free(e->token_file);
-                free(e);
-        }
+        while (t->entries.first)
+                entry_free(t, sf_list_entry(t->entries.first, struct sf_link_entry, node));
         free(t);
 }
 
@@ -67,8 +70,10 @@ struct sf_link_entry *sf_link_table_get(struct sf_link_table *t, const struct sf
         for (struct sf_list_node *n = t->entries.first; n; n = n->next) {
                 struct sf_link_entry *e = sf_list_entry(n, struct sf_link_entry, node);
                 if (strcmp(e->ep.text, ep->text) == 0 && e->key.len == key->len &&
-                    sodium_memcmp(e->key.bytes, key->bytes, key->len) == 0)
+                    sodium_memcmp(e->key.bytes, key->bytes, key->len) == 0) {
+                        e->refs++;
                         return e;
+                }
         }
         struct sf_link_entry *e = calloc(1, sizeof *e);
         if (!e || !(e->token_file = strdup(token_file ? token_file : ""))) {
@@ -96,8 +101,15 @@ struct sf_link_entry *sf_link_table_get(struct sf_link_table *t, const struct sf
                 *err = r;
                 return NULL;
         }
+        e->refs = 1;
         sf_list_push_back(&t->entries, &e->node);
         return e;
+}
+
+void sf_link_table_put(struct sf_link_table *t, struct sf_link_entry *e) {
+        /* An entry of sf_link_entry_adopt is its owner's, not the table's. */
+        if (e && e->node.linked && --e->refs == 0)
+                entry_free(t, e);
 }
 
 int sf_link_entry_adopt(uv_loop_t *loop, struct sf_bufpool *pool, const struct sf_link_params *p,

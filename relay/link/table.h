@@ -36,11 +36,15 @@ int sf_link_table_new(uv_loop_t *loop, struct sf_bufpool *pool, struct sf_link_t
 /* Closes every link (their streams end) and frees the table once libuv let go. NULL-safe. */
 void sf_link_table_free(struct sf_link_table *t);
 
-/* The entry for (ep, key), made and dialled on first use; the entry keeps its own copies of
- * ep, the key and token_file. NULL on -ENOMEM (*err). */
+/* The entry for (ep, key), made and dialled on first use, with one more user; the entry keeps
+ * its own copies of ep, the key and token_file. NULL on -ENOMEM (*err). */
 struct sf_link_entry *sf_link_table_get(struct sf_link_table *t, const struct sf_endpoint *ep,
                                         const struct sf_hs_key *key, const char *token_file,
                                         const struct sf_link_settings *s, int *err);
+/* One user less (a forward gone, after its connections: none waits on the entry then); the last
+ * one closes the link (a reload that changed the endpoint or rotated the token) and frees the
+ * entry. NULL-safe. */
+void sf_link_table_put(struct sf_link_table *t, struct sf_link_entry *e);
 struct sf_link *sf_link_entry_link(struct sf_link_entry *e);
 /* An entry of no table, for a link over rd/wr (an exec's pipes: relay/link/link.h,
  * sf_link_adopt, whose ownership rules it keeps): its waiters are told as any entry's are.

@@ -165,9 +165,12 @@ static void listener_resume(struct sf_fwd *fwd) {
 }
 
 int sf_fwd_start(struct sf_fwd *fwd) {
-        uv_timer_init(fwd->loop, &fwd->backoff);
-        fwd->backoff.data = fwd;
-        fwd->backoff_init = true;
+        /* A forward a reload gave a listener to may have its timer already. */
+        if (!fwd->backoff_init) {
+                uv_timer_init(fwd->loop, &fwd->backoff);
+                fwd->backoff.data = fwd;
+                fwd->backoff_init = true;
+        }
         fwd->listen_started = true;
         int r = listen_add(fwd);
         if (r < 0)

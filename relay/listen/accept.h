@@ -3,7 +3,7 @@
  * at max-conns and when out of descriptors. */
 #include "relay/forward.h"
 
-/* Starts accepting: the backoff timer, the listener watched. 0 or -errno (logged). */
+/* Starts accepting: the backoff timer (once), the listener watched. 0 or -errno (logged). */
 int sf_fwd_start(struct sf_fwd *fwd);
 /* Stops accepting until resumed (max-conns, out of descriptors) or for good (stop). */
 void sf_fwd_listen_pause(struct sf_fwd *fwd);

@@ -120,7 +120,8 @@ static int bind_umask(int fd, const struct sockaddr_un *sa, socklen_t salen, mod
  * for AF_UNIX on every kernel, so the pinned directory is made the working directory and the
  * socket bound by its bare name. The working directory belongs to the whole process: this is
  * safe because it runs at start-up, before the event loop, on the only thread that exists
- * (libuv starts its thread pool on first use, later) and nothing else resolves a relative
+ * (libuv starts its thread pool on first use, later), or at a reload on the loop's thread, while
+ * the thread pool at most resolves names (absolute paths only): nothing else resolves a relative
  * path meanwhile; the old working directory is restored right after (a payload started by
  * `run` inherits it). */
 static int bind_path(const struct sf_forward *f, const struct sf_safedir_policy *trust, int fd,

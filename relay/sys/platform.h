@@ -22,6 +22,13 @@ extern const int sf_af_vsock;
 #define SF_MSG_NOSIGNAL 0
 #endif
 
+/* A send that fails with EAGAIN instead of waiting, where send() has the flag; 0 elsewhere. */
+#ifdef MSG_DONTWAIT
+#define SF_MSG_DONTWAIT MSG_DONTWAIT
+#else
+#define SF_MSG_DONTWAIT 0
+#endif
+
 /* SOCK_CLOEXEC where socket() takes it; 0 elsewhere (a socket closed right after use). */
 #ifdef SOCK_CLOEXEC
 #define SF_SOCK_CLOEXEC SOCK_CLOEXEC

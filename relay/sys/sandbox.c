@@ -72,6 +72,12 @@ static const int allowed[] = {
         SCMP_SYS(stat), SCMP_SYS(lstat),
 #endif
         SCMP_SYS(getrlimit), SCMP_SYS(sysinfo),
+        /* a reload binding a new listener (relay/listen/listener.c): listen() on it, the umask
+         * around bind() that gives the socket its mode from the first instant, and fchdir() into
+         * the pinned directory and back (bind() takes a bare name there). Which directories
+         * may get a socket Landlock decides; fchownat() stays refused, so a new socket with an
+         * owner or group needs a restart. */
+        SCMP_SYS(listen), SCMP_SYS(umask), SCMP_SYS(fchdir),
 };
 
 /* Kill the whole process whatever their arguments: running other code, reaching into another

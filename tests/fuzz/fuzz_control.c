@@ -23,7 +23,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         for (size_t n = 0; n <= size; n++) {
                 enum sf_stats_format fmt = (enum sf_stats_format)-1;
                 int r = sf_control_request_parse(buf, n, &fmt);
-                if (r != 1 && r != 0 && r != -EINVAL && r != -EMSGSIZE)
+                if (r != SF_CONTROL_STATS && r != SF_CONTROL_RELOAD && r != 0 && r != -EINVAL && r != -EMSGSIZE)
                         abort();
                 if (r == 1 && fmt != SF_STATS_TEXT && fmt != SF_STATS_JSON && fmt != SF_STATS_PROMETHEUS)
                         abort();

@@ -35,7 +35,8 @@ trap 'rm -rf "$tmp"' EXIT
 touch "$tmp/host.conf" "$tmp/hosts"
 
 commands=$(awk '$1 == "command" {print $2}' "$2" | sort | paste -sd' ' -)
-expect "sockferry re<TAB> gives relay" "relay" -- sockferry re
+expect "sockferry rela<TAB> gives relay" "relay" -- sockferry rela
+expect "sockferry relo<TAB> gives reload" "reload" -- sockferry relo
 expect "sockferry k<TAB> gives keygen" "keygen" -- sockferry k
 expect "sockferry --v<TAB> gives --version" "--version" -- sockferry --v
 expect "relay --c<TAB> gives --config" "--config" -- sockferry relay --c
@@ -45,7 +46,7 @@ expect "-F is free text until a ','" "" -- sockferry relay -F dock
 expect "-F ...,auth<TAB> offers the key" "d:unix:/a=tcp:h:1,auth=" -- sockferry relay -F "d:unix:/a=tcp:h:1,aut"
 expect "stats --format <TAB>" "json" -- sockferry stats --format j
 expect "keygen --f<TAB> gives --force" "--force" -- sockferry keygen --f
-expect "help re<TAB> gives relay" "relay" -- sockferry help re
+expect "help rela<TAB> gives relay" "relay" -- sockferry help rela
 expect "check --p<TAB> gives --pid" "--pid" -- sockferry check --p
 complete_words sockferry run -c x -- ech
 if [[ " ${COMPREPLY[*]} " == *" echo "* ]]; then tap_ok "run -- ech<TAB> offers echo"; else tap_not_ok "run -- ech<TAB> offers echo" "got '${COMPREPLY[*]}'"; fi

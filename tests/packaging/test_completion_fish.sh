@@ -41,8 +41,9 @@ offers() { # DESCRIPTION WORD LINE
 }
 
 commands=$(awk '$1 == "command" {print $2}' "$table" | sort | paste -sd' ' -)
-echo "1..13"
-expect "sockferry re<TAB> gives relay" relay "sockferry re"
+echo "1..14"
+expect "sockferry rela<TAB> gives relay" relay "sockferry rela"
+expect "sockferry relo<TAB> gives reload" reload "sockferry relo"
 expect "sockferry k<TAB> gives keygen" keygen "sockferry k"
 expect "sockferry --v<TAB> gives --version" --version "sockferry --v"
 expect "relay --c<TAB> gives --config" --config "sockferry relay --c"
@@ -51,7 +52,7 @@ expect "relay -c <TAB> completes files" "$tmp/host.conf" "sockferry relay -c $tm
 expect "-F ...,aut<TAB> offers the key" "d:unix:/a=tcp:h:1,auth=" "sockferry relay -F d:unix:/a=tcp:h:1,aut"
 expect "stats --format <TAB> offers the formats" "json prometheus text" "sockferry stats --format "
 expect "keygen --f<TAB> gives --force" --force "sockferry keygen --f"
-expect "help re<TAB> gives relay" relay "sockferry help re"
+expect "help rela<TAB> gives relay" relay "sockferry help rela"
 offers "run -- ech<TAB> offers echo" echo "sockferry run -c x -- ech"
 expect "check --p<TAB> gives --pid" --pid "sockferry check --p"
 expect "sockferry <TAB> offers every command of the table" "$commands" "sockferry "

@@ -86,6 +86,8 @@ def main():
         check(exec_start.split()[0].endswith("/sockferry") and " relay " in exec_start,
               "ExecStart runs sockferry relay", exec_start)
         check(svc.get("Type") == ["notify"], "the service is Type=notify")
+        check(svc.get("ExecReload") == ["/bin/kill -HUP $MAINPID"], "systemctl reload sends SIGHUP (reload)",
+              str(svc.get("ExecReload")))
         check(sock.get("FileDescriptorName") == ["%i"], "the socket is named after the instance")
         sysconf = m.group(1) if m else "/etc"
         etc = tmp / "etc"

@@ -21,6 +21,17 @@ Test(control, stats_formats) {
         cr_assert_eq(fmt, SF_STATS_TEXT);
 }
 
+Test(control, reload) {
+        enum sf_stats_format fmt;
+        cr_assert_eq(parse("reload\n", &fmt), SF_CONTROL_RELOAD);
+        cr_assert_eq(parse(" reload \r\n", &fmt), SF_CONTROL_RELOAD);
+        cr_assert_eq(parse("reload\nstats\n", &fmt), SF_CONTROL_RELOAD);
+        cr_assert_eq(parse("reload", &fmt), 0);
+        cr_assert_eq(parse("reload now\n", &fmt), -EINVAL);
+        cr_assert_eq(parse("RELOAD\n", &fmt), -EINVAL);
+        cr_assert_eq(parse("reloads\n", &fmt), -EINVAL);
+}
+
 Test(control, incomplete_line_waits) {
         enum sf_stats_format fmt;
         cr_assert_eq(parse("", &fmt), 0);
