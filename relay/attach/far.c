@@ -21,7 +21,8 @@
 static const int stop_signals[] = { SIGTERM, SIGINT };
 #define N_STOP_SIGNALS (sizeof stop_signals / sizeof stop_signals[0])
 
-struct far {
+/* (Not "struct far": windef.h defines far away.) */
+struct far_end {
         uv_loop_t loop;
         const struct sf_link_stdio_params *p;
         struct sf_bufpool *pool;
@@ -46,14 +47,14 @@ struct far {
 
 static void on_relay_stopped(struct sf_relay *relay, void *data) {
         (void)relay;
-        struct far *f = data;
+        struct far_end *f = data;
         sf_link_wait_cancel(f->entry, &f->waiter);
         sf_link_entry_free(f->entry);
         f->entry = NULL;
 }
 
 static void on_end(uv_timer_t *t) {
-        struct far *f = t->data;
+        struct far_end *f = t->data;
         uv_close((uv_handle_t *)&f->end_timer, NULL);
         for (size_t i = 0; f->signals_on && i < N_STOP_SIGNALS; i++)
                 uv_close((uv_handle_t *)&f->sigs[i], NULL);
@@ -72,7 +73,7 @@ static void on_end(uv_timer_t *t) {
 /* The link ended, a signal came, or it failed: the sockets go (the relay's stop closes and
  * removes them at once), then the link, in the loop's next turn: the link may not be freed
  * from inside its own callbacks, where this is called. */
-static void far_end(struct far *f, int status) {
+static void far_end(struct far_end *f, int status) {
         if (f->ending)
                 return;
         f->ending = true;
@@ -82,7 +83,7 @@ static void far_end(struct far *f, int status) {
 }
 
 /* The host's sections: bound as any relay's, every candidate the link. */
-static void configure(struct far *f) {
+static void configure(struct far_end *f) {
         static const struct sf_endpoint host_ep = { .kind = SF_EP_UNIX, .text = "the host (sockferry attach)" };
         sf_conf_init(&f->conf);
         int r = sf_conf_load_text(&f->conf, "attach", f->text ? f->text : "", f->len);
@@ -126,7 +127,7 @@ static void configure(struct far *f) {
 
 static void on_cfg(void *ev, uint32_t events) {
         (void)events;
-        struct far *f = ev;
+        struct far_end *f = ev;
         for (;;) {
                 if (f->len == f->cap) {
                         size_t cap = f->cap ? f->cap * 2 : 4096;
@@ -161,7 +162,7 @@ static void on_cfg(void *ev, uint32_t events) {
 }
 
 static void on_link_state(struct sf_link_waiter *w, struct sf_link *l) {
-        struct far *f = (struct far *)((char *)w - offsetof(struct far, waiter));
+        struct far_end *f = (struct far_end *)((char *)w - offsetof(struct far_end, waiter));
         enum sf_link_state st = sf_link_state(l);
         if (st == SF_LINK_UP && !f->cfg_asked) {
                 f->cfg_asked = true;
@@ -189,7 +190,7 @@ static void on_link_state(struct sf_link_waiter *w, struct sf_link *l) {
 }
 
 static void on_signal(uv_signal_t *s, int signum) {
-        struct far *f = s->data;
+        struct far_end *f = s->data;
         sf_log_info("%s received: removing the sockets", strsignal(signum));
         far_end(f, 0);
 }
@@ -212,7 +213,7 @@ static int pipe_of(uv_loop_t *loop, int fd, const char *what, uv_pipe_t **out) {
 }
 
 int sf_link_stdio_run(int in_fd, int out_fd, const struct sf_link_stdio_params *p) {
-        struct far f = { .p = p };
+        struct far_end f = { .p = p };
         uv_loop_init(&f.loop);
         uv_timer_init(&f.loop, &f.end_timer);
         f.end_timer.data = &f;
