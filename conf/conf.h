@@ -97,6 +97,9 @@ struct sf_conf {
         bool no_new_privs;
         uint64_t drain_timeout_ms; /* default 10000 */
         bool seccomp;              /* relay: the seccomp sandbox after start-up; default true */
+        /* attach: the forwards' listen endpoints are made by the far end (`link --stdio`, in a
+         * Linux container), so this system need not support them (a unix path on Windows). */
+        bool listen_elsewhere;
 
         struct sf_forward *forwards;
         size_t n_forwards;

@@ -9,6 +9,11 @@
 /* Checks of one forward on its own; returns how many errors there were. */
 static unsigned check_forward(const struct sf_conf *c, const struct sf_forward *f) {
         unsigned n = 0;
+        char why[MSG_MAX];
+        if (f->listen_set && !c->listen_elsewhere && sf_endpoint_supported(&f->listen, why, sizeof why) < 0) {
+                sf_conf_forward_error(f, "listen", "%s", why);
+                n++;
+        }
 
         if (!f->listen_set) {
                 sf_conf_forward_error(f, NULL, "missing listen, expected listen = ENDPOINT");

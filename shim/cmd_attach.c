@@ -182,6 +182,7 @@ int sf_cmd_attach(int argc, char **argv) {
         }
 
         sf_conf_init(&m.conf);
+        m.conf.listen_elsewhere = true;
         status = sf_cli_conf_load(&m.conf, &o, false);
         sf_cli_opts_free(&o);
         if (status == 0 && m.conf.n_forwards == 0) {
