@@ -21,5 +21,7 @@ int sf_conn_new_stream(struct sf_fwd *fwd, struct sf_mux_stream *s, bool probe);
  * drain takes no new streams on them (GOAWAY), close ends them. */
 void sf_conn_links_drain(struct sf_fwd *fwd);
 void sf_conn_links_close(struct sf_fwd *fwd);
+/* The i-th of them (for stats), NULL past the last. */
+struct sf_link *sf_conn_link_at(const struct sf_fwd *fwd, size_t i);
 /* Closes every open connection of fwd (the drain timeout at shutdown). */
 void sf_conn_close_all(struct sf_fwd *fwd, const char *reason);

@@ -132,6 +132,13 @@ void sf_conn_links_drain(struct sf_fwd *fwd) {
                 sf_link_drain(sf_list_entry(n, struct sf_srv_link, node)->link);
 }
 
+struct sf_link *sf_conn_link_at(const struct sf_fwd *fwd, size_t i) {
+        for (struct sf_list_node *n = fwd->links_in.first; n; n = n->next, i--)
+                if (i == 0)
+                        return sf_list_entry(n, struct sf_srv_link, node)->link;
+        return NULL;
+}
+
 void sf_conn_links_close(struct sf_fwd *fwd) {
         while (fwd->links_in.first)
                 srv_link_free(sf_list_entry(fwd->links_in.first, struct sf_srv_link, node));

@@ -59,6 +59,9 @@ struct sf_link_ops {
 };
 
 struct sf_link_stats {
+        const char *name;       /* sf_link_name */
+        const char *token_file; /* a client's, "" on a server end (it tells links apart, never the token) */
+        bool dialer;            /* the client end, which dials; false: one a listener accepted */
         enum sf_link_state state;
         time_t since;       /* when it entered that state */
         uint64_t rtt_us;    /* the last ping's round trip, 0 before the first */
@@ -92,6 +95,8 @@ enum sf_link_state sf_link_state(const struct sf_link *l);
 const char *sf_link_cause(const struct sf_link *l);
 void sf_link_stats_get(const struct sf_link *l, struct sf_link_stats *st);
 const char *sf_link_name(const struct sf_link *l);
+/* "connecting", "up", "down", "old-peer" or "closed". */
+const char *sf_link_state_name(enum sf_link_state st);
 
 /* Stops opening streams (GOAWAY on the server end); open ones go on. */
 void sf_link_drain(struct sf_link *l);
