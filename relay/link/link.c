@@ -104,11 +104,17 @@ static void on_flush_deferred(struct sf_ev *ev, uint32_t events);
 
 /* ---- lifetime ---------------------------------------------------------------------------- */
 
+static bool not_up(enum sf_link_state st) {
+        return st == SF_LINK_CONNECTING || st == SF_LINK_DOWN;
+}
+
 static void set_state(struct sf_link *l, enum sf_link_state st, const char *cause) {
         bool changed = l->state != st;
-        l->state = st;
-        if (changed)
+        /* A link that is down and dialled again is still down: its time is since it went
+         * (or since the start), not since the last attempt, for "down since" and stats. */
+        if (changed && !(not_up(l->state) && not_up(st)))
                 l->since = time(NULL);
+        l->state = st;
         if (st == SF_LINK_UP || !cause)
                 l->cause[0] = '\0';
         else if (cause != l->cause)

@@ -63,7 +63,7 @@ struct sf_link_stats {
         const char *token_file; /* a client's, "" on a server end (it tells links apart, never the token) */
         bool dialer;            /* the client end, which dials; false: one a listener accepted */
         enum sf_link_state state;
-        time_t since;       /* when it entered that state */
+        time_t since;       /* when it entered that state (connecting and down count as one) */
         uint64_t rtt_us;    /* the last ping's round trip, 0 before the first */
         size_t streams_open;
         uint64_t streams_total;

@@ -437,6 +437,8 @@ def test_stats_per_shared_link_both_ends(sc):
     prom = prom_samples(stats(["-c", cont_conf], "prometheus"))
     assert prom['sockferry_link_up{%s}' % lab] == 0
     time.sleep(2.5)  # 100 ms doubling: some five dials
+    # down since it went, not since the last dial
+    assert links(cont_conf)[0]["since_unix"] == c["since_unix"], (links(cont_conf), c)
     host = sc.relay(["relay", "-c", host_conf])
     wait_for(lambda: links(cont_conf)[0]["state"] == "up", what="the container's link up again")
     c = links(cont_conf)[0]
@@ -449,6 +451,56 @@ def test_stats_per_shared_link_both_ends(sc):
     assert len(down) == 1 and len(up) == 1, log
     assert float(up[0][0]) >= 2 and int(up[0][1]) >= 3, (up, log)
     assert "still down" not in log, log
+
+
+def test_a_stream_flood_is_bounded_by_max_conns(sc):
+    """Two services on one port, a with max-conns = 1: of 20 clients of a at once through the
+    shared link one is served and the others are refused as streams (busy, in the host's words
+    on the container side), the link stays up for b, and once they are gone the host relay
+    holds what it held before: descriptors, open streams."""
+    d = sc.tmpdir()
+    token = keygen(d)
+    port = free_port()
+    sc.server("echo", d + "/a.sock")
+    sc.server("echo", d + "/b.sock")
+    host_conf = write_conf(d, "[sockferry]\ncontrol = unix:{d}/host-control.sock\n\n".format(d=d) + "".join(
+        "[{n}]\nlisten = tcp:127.0.0.1:{p}\nconnect = unix:{d}/{n}.sock\nauth = token\ntoken-file = {t}\n"
+        "max-conns = {m}\n\n".format(n=n, p=port, d=d, t=token, m=m) for n, m in (("a", 1), ("b", 5))), "host.conf")
+    cont_conf = write_conf(d, "".join(
+        "[c{n}]\nlisten = unix:{d}/c{n}.sock\nconnect = tcp:127.0.0.1:{p}\nauth = token\ntoken-file = {t}\n"
+        "service = {n}\n\n".format(n=n, p=port, d=d, t=token) for n in ("a", "b")), "cont.conf")
+    host = sc.relay(["relay", "-c", host_conf])
+    cont = sc.relay(["relay", "-c", cont_conf])
+    echo_once(d + "/cb.sock", b"warm")
+    wait_for(lambda: stats(["-c", host_conf])["links"][0]["streams_open"] == 0, what="the warm-up stream closed")
+    base = host.fds()
+
+    held = sc.closing(connect(d + "/ca.sock"))
+    held.sendall(b"x")
+    assert held.recv(1) == b"x"
+    flood = sc.closing([connect(d + "/ca.sock") for _ in range(19)])
+    for s in flood:
+        try:
+            s.sendall(b"y")
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+    for s in flood:
+        s.settimeout(10)
+        try:
+            assert s.recv(1) == b"", "a client beyond max-conns was served"
+        except ConnectionResetError:
+            pass
+    wait_for(lambda: cont.text().count("refused the stream: service a serves max-conns = 1 connections already") == 19,
+             what="19 refusals in the container's log")
+    # b is not held up by a's flood, on the same link
+    echo_once(d + "/cb.sock", b"neighbour")
+    st = stats(["-c", host_conf])
+    assert [x for x in st["forwards"] if x["name"] == "a"][0]["errors"]["other"] == 19, st
+    assert len(st["links"]) == 1 and st["links"][0]["state"] == "up", st["links"]
+    held.close()
+    wait_for(lambda: stats(["-c", host_conf])["links"][0]["streams_open"] == 0, what="no stream open on the host")
+    wait_for(lambda: host.fds() == base, what="the host relay's descriptors back to %d" % base)
+    echo_once(d + "/ca.sock", b"after the flood")
 
 
 if __name__ == "__main__":
