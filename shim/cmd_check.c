@@ -32,9 +32,11 @@ static void help(void) {
               "\n"
               "Probe every forward end to end: its own listening socket must be live (a relay serves\n"
               "it), and its candidates are tried in order as a connection tries them, until one answers;\n"
-              "on a link with auth = token the handshake runs with the probe flag so the host relay\n"
-              "confirms that its own upstream answers. Prints one line per candidate tried, OK or the\n"
-              "failure in plain words; a forward is healthy when a client would be served.\n"
+              "on a link with auth = token the host relay confirms that its own upstream answers: over\n"
+              "the shared link (link = shared, the default) a link of the check's own, its round trip and\n"
+              "a probe stream for the forward's service; per connection, a handshake with the probe flag.\n"
+              "Prints one line per candidate tried, OK or the failure in plain words; a forward is\n"
+              "healthy when a client would be served.\n"
               "\n"
               "  -c, --config FILE   INI configuration\n"
               "  -F, --forward SPEC  NAME:LISTEN=CONNECT[|CONNECT...][,key=value]... (repeatable)\n"
@@ -319,7 +321,9 @@ static bool probe_candidate(struct probe *p) {
         bool ok = true;
         bool old_peer = false;
         if (p->key && is_net(p->ep) && p->f->link == SF_LINK_SHARED) {
-                ok = probe_link(fd, p, SF_HS_FLAG_LINK, &old_peer) == SF_LINK_OK && probe_stream(fd, p) == SF_LINK_OK;
+                /* The probe flag too: the host relay logs a health check's link at debug level. */
+                ok = probe_link(fd, p, SF_HS_FLAG_LINK | SF_HS_FLAG_PROBE, &old_peer) == SF_LINK_OK &&
+                     probe_stream(fd, p) == SF_LINK_OK;
                 p->shared = ok;
                 if (old_peer) {
                         /* A host relay from before links: its clients get one connection each,

@@ -92,6 +92,7 @@ void sf_conn_link_accept(struct sf_conn *c) {
         sl->params = (struct sf_link_params){
                 .name = sl->name,
                 .keepalive_ms = fwd->conf->keepalive_ms,
+                .quiet = (c->hs_flags & SF_HS_FLAG_PROBE) != 0,
                 .mux = { .max_streams = (uint32_t)streams, .stream_window = STREAM_WINDOW, .link_window = LINK_WINDOW },
                 .eng = fwd->eng,
         };
@@ -123,7 +124,8 @@ void sf_conn_link_accept(struct sf_conn *c) {
         }
         sf_list_push_back(&fwd->links_in, &sl->node);
         fwd->links_accepted++;
-        sf_log(SF_LOG_INFO, fname(c), c->id, "shared link from %s up (%s)", peer, services);
+        sf_log(sl->params.quiet ? SF_LOG_DEBUG : SF_LOG_INFO, fname(c), c->id, "shared link from %s up (%s)%s", peer,
+               services, sl->params.quiet ? " for sockferry check" : "");
         sf_conn_close(c, "handed over to a shared link");
 }
 

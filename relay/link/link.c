@@ -827,7 +827,8 @@ static void link_down(struct sf_link *l, const char *cause) {
         l->flush_due = false;
         if (!l->dialer) {
                 if (was_up)
-                        sf_log(SF_LOG_INFO, NULL, 0, "link from %s ended: %s", l->p->name, cause);
+                        sf_log(l->p->quiet ? SF_LOG_DEBUG : SF_LOG_INFO, NULL, 0, "link from %s ended: %s",
+                               l->p->name, cause);
                 set_state(l, SF_LINK_DOWN, cause);
                 if (l->ops->ended)
                         l->ops->ended(l->owner, l);

@@ -40,6 +40,9 @@ struct sf_link_params {
         uint64_t connect_timeout_ms;
         uint64_t handshake_timeout_ms;
         uint64_t keepalive_ms; /* 0: no pings */
+        /* Server: a link `sockferry check` opened (the probe flag with the link flag): its end
+         * is logged at debug level, as a probe connection's is, not at every health check. */
+        bool quiet;
         struct sf_mux_config mux;
         /* The relay's engine, whose deferred calls run right after the events of a turn: the
          * streams' bytes of a turn go out in one write then (NULL: at libuv's next turn). */

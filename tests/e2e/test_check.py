@@ -127,7 +127,7 @@ def test_check_opens_a_stream_to_each_service_over_the_shared_link(sc):
     host_conf = write_conf(d, "".join(
         "[{n}]\nlisten = tcp:127.0.0.1:{p}\nconnect = unix:{d}/{n}.sock\nauth = token\ntoken-file = {t}\n\n"
         .format(n=n, p=port, d=d, t=token) for n in ("a", "b", "gone")), "host.conf")
-    host = sc.relay(["relay", "-c", host_conf])
+    host = sc.relay(["relay", "-v", "-c", host_conf])
 
     def spec(name, service, extra=""):
         return "%s:unix:%s/c-%s.sock=tcp:127.0.0.1:%d,auth=token,token-file=%s,service=%s%s" % (
@@ -151,8 +151,8 @@ def test_check_opens_a_stream_to_each_service_over_the_shared_link(sc):
                                "its upstream: connect unix:%s/gone.sock" % (port, d)), out
     assert lines[2].startswith("u: FAIL upstream unavailable: the host relay at tcp:127.0.0.1:%d refused the "
                                "stream: " % port) and "nosuch" in lines[2] and "a, b, gone" in lines[2], out
-    # the host relay took each check's link and let it go again
-    wait_for(lambda: host.text().count("shared link from") == 5, what="five links in the host's log")
+    # the host relay took each check's link as a link for a check (logged at debug level)
+    wait_for(lambda: host.text().count("for sockferry check") == 5, what="five checks' links in the host's log")
     assert "probe" not in out
 
 
@@ -164,6 +164,10 @@ def test_check_over_the_shared_link_with_its_relay_running(sc):
     rc, out, err = check("-F", ln.spec())
     assert rc == 0 and re.fullmatch(r"c: OK \(tcp:127\.0\.0\.1:%d, shared link up, RTT [\d.]+ ms, service c: "
                                     r"upstream answers, \d+ ms\)\n" % ln.port, out), (rc, out, err)
+    # at the host's default log level a health check is no news: the relay's own link is
+    wait_for(lambda: "shared link from" in ln.host.text(), what="the container relay's link in the host's log")
+    assert ln.host.text().count("shared link from") == 1 and "link from" not in ln.host.text().replace(
+        "shared link from", ""), ln.host.text()
     ln.host.stop()
     rc, out, err = check("-F", ln.spec())
     assert rc == 1 and out.startswith("c: FAIL connect tcp:127.0.0.1:%d: Connection refused" % ln.port), (rc, out, err)
