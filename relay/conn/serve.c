@@ -41,7 +41,9 @@ static void srv_stream_new(void *owner, struct sf_link *l, struct sf_mux_stream 
                 sf_mux_stream_close(s);
                 return;
         }
-        if (f->stats.active >= f->conf->max_conns || !f->listen_started) {
+        /* max-conns counts authenticated connections: the listener's unauthenticated ones
+         * are the pre-auth budget's (a flood of them must not refuse the link's streams). */
+        if (f->stats.active - f->preauth.all.n >= f->conf->max_conns || !f->listen_started) {
                 snprintf(why, sizeof why, f->listen_started ? "service %s serves max-conns = %u connections already"
                                                            : "the host relay is stopping (service %s)",
                          f->conf->service, f->conf->max_conns);
