@@ -378,10 +378,14 @@ static void mux_input(struct sf_link *l, const uint8_t *data, size_t n) {
                 l->backoff_ms = 0;
                 if (l->was_up)
                         l->reconnects++;
-                if (l->dialer && l->down_logged)
-                        sf_log(SF_LOG_INFO, NULL, 0, "link to %s up %safter %.1f s (%u attempt%s)", l->p->name,
-                               l->was_up ? "again " : "", (double)(uv_now(l->loop) - l->down_since_ms) / 1000.0,
-                               l->attempts, l->attempts == 1 ? "" : "s");
+                double down_s = (double)(uv_now(l->loop) - l->down_since_ms) / 1000.0;
+                const char *plural = l->attempts == 1 ? "" : "s";
+                if (l->dialer && l->down_logged && l->was_up)
+                        sf_log(SF_LOG_INFO, NULL, 0, "link to %s up again after %.1f s (%u attempt%s)", l->p->name,
+                               down_s, l->attempts, plural);
+                else if (l->dialer && l->down_logged)
+                        sf_log(SF_LOG_INFO, NULL, 0, "link to %s up after %.1f s (%u attempt%s)", l->p->name, down_s,
+                               l->attempts, plural);
                 else if (l->dialer)
                         sf_log(SF_LOG_INFO, NULL, 0, "link to %s up", l->p->name);
                 l->was_up = true;
