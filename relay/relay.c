@@ -155,6 +155,26 @@ static void groups_link(struct rfwd *const *fwds, size_t n) {
         }
 }
 
+bool sf_relay_link_stats(const struct sf_relay *relay, size_t i, struct sf_link_stats *st, const char **forward) {
+        size_t n = relay->links ? sf_link_table_size(relay->links) : 0;
+        if (i < n) {
+                sf_link_stats_get(sf_link_table_at(relay->links, i), st);
+                *forward = NULL;
+                return true;
+        }
+        i -= n;
+        for (size_t k = 0; k < relay->n_fwds; k++) {
+                const struct sf_fwd *f = &relay->fwds[k]->f;
+                if (i < f->links_in.n) {
+                        sf_link_stats_get(sf_conn_link_at(f, i), st);
+                        *forward = f->conf->name;
+                        return true;
+                }
+                i -= f->links_in.n;
+        }
+        return false;
+}
+
 int sf_relay_new(uv_loop_t *loop, const struct sf_conf *conf, struct sf_relay **out) {
         struct sf_relay *r = calloc(1, sizeof *r);
         if (!r)

@@ -96,3 +96,9 @@ struct sf_listener;
  * directory is its dirfd. NULL past the last forward. */
 const struct sf_listener *sf_relay_listener(const struct sf_relay *relay, size_t forward);
 const struct sf_relay_stats *sf_relay_stats_get(const struct sf_relay *relay, size_t forward);
+
+struct sf_link_stats;
+/* The relay's shared links, for stats: first those it dials (one per connect endpoint and
+ * token), then those its listeners accepted, with i from 0. Fills st (relay/link/link.h) and
+ * *forward (the accepting listener's forward, NULL for a dialled link); false past the last. */
+bool sf_relay_link_stats(const struct sf_relay *relay, size_t i, struct sf_link_stats *st, const char **forward);

@@ -9,11 +9,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 #include <sodium.h>
+#include <uv.h>
 
 #include "conf/log.h"
 #include "conf/value.h"
+#include "relay/engine/bufpool.h"
 #include "relay/link/frames.h"
 #include "relay/link/messages.h"
+#include "relay/link/mux.h"
 #include "relay/link/token.h"
 #include "relay/listen/sockpath.h"
 #include "shim/cli.h"
@@ -29,9 +32,11 @@ static void help(void) {
               "\n"
               "Probe every forward end to end: its own listening socket must be live (a relay serves\n"
               "it), and its candidates are tried in order as a connection tries them, until one answers;\n"
-              "on a link with auth = token the handshake runs with the probe flag so the host relay\n"
-              "confirms that its own upstream answers. Prints one line per candidate tried, OK or the\n"
-              "failure in plain words; a forward is healthy when a client would be served.\n"
+              "on a link with auth = token the host relay confirms that its own upstream answers: over\n"
+              "the shared link (link = shared, the default) a link of the check's own, its round trip and\n"
+              "a probe stream for the forward's service; per connection, a handshake with the probe flag.\n"
+              "Prints one line per candidate tried, OK or the failure in plain words; a forward is\n"
+              "healthy when a client would be served.\n"
               "\n"
               "  -c, --config FILE   INI configuration\n"
               "  -F, --forward SPEC  NAME:LISTEN=CONNECT[|CONNECT...][,key=value]... (repeatable)\n"
@@ -64,6 +69,10 @@ struct probe {
         int64_t deadline;
         char *msg;
         size_t cap;
+        /* A shared link's candidate: its round trip and what its host relay offers. */
+        bool shared;
+        uint64_t rtt_us;
+        char offers[SF_HS_REASON_MAX + 1];
 };
 
 static int64_t earlier(int64_t a, int64_t b) {
@@ -95,9 +104,12 @@ static int read_exact(int fd, uint8_t *buf, size_t *have, size_t want, bool gree
         return 1;
 }
 
-/* The client half of the handshake with the probe flag (doc/PROTOCOL.md). Returns the kind
- * of failure, SF_LINK_OK when the host relay confirmed its upstream. */
-static enum sf_link_err probe_link(int fd, const struct probe *p) {
+/* The client half of the handshake with flags (doc/PROTOCOL.md): the probe flag, or the link
+ * flag for a shared link. Returns the kind of failure, SF_LINK_OK when the host relay confirmed
+ * its upstream (probe) or the link (its reason, the services it offers, in p->offers).
+ * *old_peer (when not NULL) says the host relay does not know links: the link flag was the
+ * frame's fault, not the token's. */
+static enum sf_link_err probe_link(int fd, struct probe *p, uint8_t flags, bool *old_peer) {
         const char *ep = p->ep->text;
         uint8_t buf[SF_HS_STATUS_MAX];
         size_t have = 0;
@@ -128,7 +140,7 @@ static enum sf_link_err probe_link(int fd, const struct probe *p) {
         uint8_t snonce[SF_HS_NONCE_LEN], cnonce[SF_HS_NONCE_LEN], frame[SF_HS_CLIENT_LEN];
         sf_hs_hello_parse(buf, snonce, NULL);
         sf_hs_nonce_new(cnonce);
-        sf_hs_client_build(frame, p->key, snonce, cnonce, SF_HS_FLAG_PROBE);
+        sf_hs_client_build(frame, p->key, snonce, cnonce, flags);
         int64_t deadline = earlier(p->deadline, sf_netio_deadline(status_ms(p->f)));
         r = sf_netio_write_all(fd, frame, sizeof frame, deadline);
         if (r == 0) {
@@ -145,11 +157,157 @@ static enum sf_link_err probe_link(int fd, const struct probe *p) {
         enum sf_hs_status st;
         char reason[SF_HS_REASON_MAX + 1];
         r = sf_hs_status_parse(buf, have, p->key, snonce, cnonce, &st, reason);
+        if (old_peer && r == 0 && st == SF_HS_BAD_FRAME) {
+                *old_peer = true;
+                return SF_LINK_OTHER;
+        }
+        if (r == 0 && st == SF_HS_OK)
+                snprintf(p->offers, sizeof p->offers, "%s", reason);
         return sf_link_status_explain(r, st, reason, ep, p->token_file, p->msg, p->cap);
+}
+
+/* ---- a shared link's candidate: a stream end to end --------------------------------------- */
+
+struct link_probe {
+        bool pong;
+        uint64_t rtt_us;
+};
+
+/* The ping's clock: a loopback link answers within microseconds. */
+static uint64_t now_us(void) {
+        return uv_hrtime() / 1000;
+}
+
+static void lp_pong(void *owner, uint64_t sent) {
+        struct link_probe *lp = owner;
+        lp->pong = true;
+        uint64_t now = now_us();
+        lp->rtt_us = now > sent ? now - sent : 1;
+}
+
+static void lp_stream_new(void *owner, struct sf_mux_stream *s, const char *service, bool by_default, bool probe) {
+        (void)owner;
+        (void)service;
+        (void)by_default;
+        (void)probe;
+        sf_mux_stream_close(s); /* a client's mux gets no streams from its server */
+}
+
+static void lp_want_output(void *owner) {
+        (void)owner;
+}
+
+static const struct sf_mux_ops lp_ops = { .stream_new = lp_stream_new, .want_output = lp_want_output, .pong = lp_pong };
+
+static int mux_flush(int fd, struct sf_mux *m, int64_t deadline, char *why, size_t cap) {
+        static uint8_t out[65536];
+        ssize_t n;
+        while ((n = sf_mux_output(m, out, sizeof out, why, cap)) > 0) {
+                int r = sf_netio_write_all(fd, out, (size_t)n, deadline);
+                if (r < 0) {
+                        snprintf(why, cap, "writing to it: %s", strerror(-r));
+                        return r;
+                }
+        }
+        return n < 0 ? -EPROTO : 0;
+}
+
+/* Over the link the handshake confirmed: a ping for its round trip, and a probe stream for the
+ * forward's service as a client's connection opens it (the host relay dials its upstream and
+ * answers, then ends the stream). The words are those a relay logs for a stream that fails. */
+static enum sf_link_err probe_stream(int fd, struct probe *p) {
+        const char *ep = p->ep->text;
+        /* One stream, nothing much to read: HTTP/2's initial windows will do. */
+        const struct sf_mux_config cfg = { .max_streams = 1, .stream_window = 65535, .link_window = 65535 };
+        struct link_probe lp = { 0 };
+        struct sf_bufpool *pool = sf_bufpool_new(1);
+        struct sf_mux *m = NULL;
+        if (!pool || sf_mux_new(SF_MUX_CLIENT, &cfg, &lp_ops, &lp, pool, &m) < 0) {
+                sf_bufpool_free(pool);
+                snprintf(p->msg, p->cap, "out of memory for the link to %s", ep);
+                return SF_LINK_OTHER;
+        }
+        int err = 0;
+        struct sf_mux_stream *s = NULL;
+        if (sf_mux_ping(m, now_us()) == 0)
+                s = sf_mux_stream_open(m, p->f->service, !p->f->service_set, true, &err);
+        if (s)
+                sf_mux_stream_shutdown(s);
+        /* As a connection waits for its upstream: connect-timeout, within --timeout. */
+        int64_t deadline = earlier(p->deadline, sf_netio_deadline(p->f->connect_timeout_ms));
+        enum sf_link_err kind = SF_LINK_OK;
+        char why[240] = "";
+        uint8_t in[16384];
+        while (s && (sf_mux_stream_status(s) < 0 && !sf_mux_stream_error(s))) {
+                if (mux_flush(fd, m, deadline, why, sizeof why) < 0) {
+                        snprintf(p->msg, p->cap, "the link to %s failed: %s", ep, why);
+                        kind = SF_LINK_OTHER;
+                        break;
+                }
+                ssize_t n = sf_netio_read(fd, in, sizeof in, deadline);
+                if (n == -ETIMEDOUT) {
+                        snprintf(p->msg, p->cap, "timeout: the host relay at %s did not answer the stream for service %s "
+                                 "within %llums (its upstream is slow to answer, or the link stalls)",
+                                 ep, p->f->service, (unsigned long long)at_most(p->timeout_ms, p->f->connect_timeout_ms));
+                        kind = SF_LINK_TIMEOUT;
+                        break;
+                }
+                if (n <= 0) {
+                        snprintf(p->msg, p->cap, "the link to %s went down: %s", ep,
+                                 n == 0 ? "the host relay closed it" : strerror((int)-n));
+                        kind = SF_LINK_OTHER;
+                        break;
+                }
+                if (sf_mux_input(m, in, (size_t)n, why, sizeof why) < 0) {
+                        snprintf(p->msg, p->cap, "the link to %s failed: the host relay broke the protocol: %s", ep, why);
+                        kind = SF_LINK_OTHER;
+                        break;
+                }
+        }
+        if (!s) {
+                snprintf(p->msg, p->cap, "the link to %s takes no stream: %s", ep,
+                         err == -ENOMEM ? "out of memory" : "the host relay is shutting down");
+                kind = SF_LINK_OTHER;
+        } else if (kind == SF_LINK_OK) {
+                int st = sf_mux_stream_status(s);
+                const char *reason = sf_mux_stream_reason(s);
+                if (st == SF_MUX_OK) {
+                        p->rtt_us = lp.pong ? lp.rtt_us : 0;
+                } else if (st == SF_MUX_UPSTREAM_UNAVAILABLE) {
+                        snprintf(p->msg, p->cap, "upstream unavailable: the host relay at %s could not reach its upstream: %s",
+                                 ep, reason);
+                        kind = SF_LINK_UPSTREAM;
+                } else if (st > 0) {
+                        snprintf(p->msg, p->cap, "upstream unavailable: the host relay at %s refused the stream: %s", ep,
+                                 reason);
+                        kind = SF_LINK_UPSTREAM;
+                } else {
+                        snprintf(p->msg, p->cap, "upstream unavailable: %s", reason);
+                        kind = SF_LINK_UPSTREAM;
+                }
+        }
+        sf_mux_stream_close(s);
+        (void)mux_flush(fd, m, deadline, why, sizeof why);
+        sf_mux_free(m, "check is done");
+        sf_bufpool_free(pool);
+        return kind;
 }
 
 static bool is_net(const struct sf_endpoint *ep) {
         return ep->kind == SF_EP_TCP || ep->kind == SF_EP_VSOCK;
+}
+
+/* One connection with the probe flag, as a client of `link = per-connection` gets. */
+static bool probe_candidate_plain(struct probe *p) {
+        char cause[300];
+        int fd = sf_netio_dial(p->ep, at_most(p->timeout_ms, p->f->connect_timeout_ms), cause, sizeof cause);
+        if (fd < 0) {
+                snprintf(p->msg, p->cap, "connect %s: %s", p->ep->text, cause);
+                return false;
+        }
+        bool ok = probe_link(fd, p, SF_HS_FLAG_PROBE, NULL) == SF_LINK_OK;
+        sf_netio_close(fd);
+        return ok;
 }
 
 /* Probes one candidate: true when healthy; otherwise p->msg says why. */
@@ -161,8 +319,21 @@ static bool probe_candidate(struct probe *p) {
                 return false;
         }
         bool ok = true;
-        if (p->key && is_net(p->ep))
-                ok = probe_link(fd, p) == SF_LINK_OK;
+        bool old_peer = false;
+        if (p->key && is_net(p->ep) && p->f->link == SF_LINK_SHARED) {
+                /* The probe flag too: the host relay logs a health check's link at debug level. */
+                ok = probe_link(fd, p, SF_HS_FLAG_LINK | SF_HS_FLAG_PROBE, &old_peer) == SF_LINK_OK &&
+                     probe_stream(fd, p) == SF_LINK_OK;
+                p->shared = ok;
+                if (old_peer) {
+                        /* A host relay from before links: its clients get one connection each,
+                         * which the probe flag checks. */
+                        sf_netio_close(fd);
+                        return probe_candidate_plain(p);
+                }
+        } else if (p->key && is_net(p->ep)) {
+                ok = probe_link(fd, p, SF_HS_FLAG_PROBE, NULL) == SF_LINK_OK;
+        }
         sf_netio_close(fd);
         return ok;
 }
@@ -221,7 +392,11 @@ static int check_forward(const struct sf_conf *conf, const struct sf_forward *f,
                 };
                 int64_t start = sf_netio_now_ms();
                 ok = probe_candidate(&p);
-                if (ok)
+                if (ok && p.shared)
+                        snprintf(link, sizeof link, "OK (%s, shared link up, RTT %.1f ms, service %s: upstream answers, "
+                                 "%lld ms)", p.ep->text, (double)p.rtt_us / 1000.0, f->service,
+                                 (long long)(sf_netio_now_ms() - start));
+                else if (ok)
                         snprintf(link, sizeof link, "OK (%s, %s, %lld ms)", p.ep->text,
                                  p.key && is_net(p.ep) ? "upstream answers" : "connected",
                                  (long long)(sf_netio_now_ms() - start));

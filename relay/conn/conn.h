@@ -27,5 +27,7 @@ void sf_conn_links_move(struct sf_fwd *from, struct sf_fwd *to);
 /* Ends fwd's links that carry no stream (drained ones of a listener a reload closed); true
  * while some remain. */
 bool sf_conn_links_close_idle(struct sf_fwd *fwd);
+/* The i-th of them (for stats), NULL past the last. */
+struct sf_link *sf_conn_link_at(const struct sf_fwd *fwd, size_t i);
 /* Closes every open connection of fwd (the drain timeout at shutdown). */
 void sf_conn_close_all(struct sf_fwd *fwd, const char *reason);

@@ -94,6 +94,7 @@ void sf_conn_link_accept(struct sf_conn *c) {
         sl->params = (struct sf_link_params){
                 .name = sl->name,
                 .keepalive_ms = fwd->conf->keepalive_ms,
+                .quiet = (c->hs_flags & SF_HS_FLAG_PROBE) != 0,
                 .mux = { .max_streams = (uint32_t)streams, .stream_window = STREAM_WINDOW, .link_window = LINK_WINDOW },
                 .eng = fwd->eng,
         };
@@ -125,7 +126,8 @@ void sf_conn_link_accept(struct sf_conn *c) {
         }
         sf_list_push_back(&fwd->links_in, &sl->node);
         fwd->links_accepted++;
-        sf_log(SF_LOG_INFO, fname(c), c->id, "shared link from %s up (%s)", peer, services);
+        sf_log(sl->params.quiet ? SF_LOG_DEBUG : SF_LOG_INFO, fname(c), c->id, "shared link from %s up (%s)%s", peer,
+               services, sl->params.quiet ? " for sockferry check" : "");
         sf_conn_close(c, "handed over to a shared link");
 }
 
@@ -153,6 +155,13 @@ bool sf_conn_links_close_idle(struct sf_fwd *fwd) {
                         srv_link_free(sl);
         }
         return !sf_list_empty(&fwd->links_in);
+}
+
+struct sf_link *sf_conn_link_at(const struct sf_fwd *fwd, size_t i) {
+        for (struct sf_list_node *n = fwd->links_in.first; n; n = n->next, i--)
+                if (i == 0)
+                        return sf_list_entry(n, struct sf_srv_link, node)->link;
+        return NULL;
 }
 
 void sf_conn_links_close(struct sf_fwd *fwd) {

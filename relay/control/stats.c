@@ -6,6 +6,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "relay/link/link.h"
+
 /* The counters of `sockferry stats` rendered as text, JSON or Prometheus' exposition format. */
 
 int sf_stats_format_parse(const char *s, enum sf_stats_format *out) {
@@ -67,6 +69,32 @@ static unsigned long long error_count(const struct sf_relay_stats *st, size_t ki
         return *(const uint64_t *)((const char *)st + error_kinds[kind].offset);
 }
 
+/* The shared links: "link to ENDPOINT" for those the relay dials, "link from PEER" for those
+ * its listeners accepted, as the log lines name them. */
+static void render_links_text(FILE *out, const struct sf_relay *relay) {
+        struct sf_link_stats st;
+        const char *forward;
+        for (size_t i = 0; sf_relay_link_stats(relay, i, &st, &forward); i++) {
+                char when[64];
+                time_iso(st.since, when, sizeof when);
+                fprintf(out, "link %s %s", st.dialer ? "to" : "from", st.name);
+                if (st.dialer && st.token_file[0])
+                        fprintf(out, " (token-file %s)", st.token_file);
+                else if (forward)
+                        fprintf(out, " (forward %s)", forward);
+                fprintf(out, ": %s since %s", sf_link_state_name(st.state), when);
+                if (st.cause[0])
+                        fprintf(out, " (%s)", st.cause);
+                if (st.rtt_us)
+                        fprintf(out, ", RTT %.3f ms", (double)st.rtt_us / 1000.0);
+                else
+                        fputs(", RTT not measured yet", out);
+                fprintf(out, ", %zu streams open, %llu total, %llu reconnects, %llu bytes in, %llu bytes out\n",
+                        st.streams_open, (unsigned long long)st.streams_total, (unsigned long long)st.reconnects,
+                        (unsigned long long)st.bytes_in, (unsigned long long)st.bytes_out);
+        }
+}
+
 static void render_text(FILE *out, const struct sf_conf *conf, const struct sf_relay *relay,
                         const struct sf_proc_stats *p) {
         unsigned long long up = (unsigned long long)p->uptime_s;
@@ -90,6 +118,46 @@ static void render_text(FILE *out, const struct sf_conf *conf, const struct sf_r
                         fprintf(out, "  last error: %s %s\n", when, st->last_error);
                 }
         }
+        render_links_text(out, relay);
+}
+
+static void render_links_json(FILE *out, const struct sf_relay *relay) {
+        struct sf_link_stats st;
+        const char *forward;
+        fputs(",\"links\":[", out);
+        for (size_t i = 0; sf_relay_link_stats(relay, i, &st, &forward); i++) {
+                char when[64];
+                time_iso(st.since, when, sizeof when);
+                fprintf(out, "%s{\"role\":\"%s\",\"%s\":", i ? "," : "", st.dialer ? "client" : "server",
+                        st.dialer ? "endpoint" : "peer");
+                put_escaped(out, st.name, true);
+                fputs(",\"token_file\":", out);
+                if (st.dialer)
+                        put_escaped(out, st.token_file, true);
+                else
+                        fputs("null", out);
+                fputs(",\"forward\":", out);
+                if (forward)
+                        put_escaped(out, forward, true);
+                else
+                        fputs("null", out);
+                fprintf(out, ",\"state\":\"%s\",\"since\":\"%s\",\"since_unix\":%lld,\"cause\":",
+                        sf_link_state_name(st.state), when, (long long)st.since);
+                if (st.cause[0])
+                        put_escaped(out, st.cause, true);
+                else
+                        fputs("null", out);
+                fputs(",\"rtt_seconds\":", out);
+                if (st.rtt_us)
+                        fprintf(out, "%.6f", (double)st.rtt_us / 1e6);
+                else
+                        fputs("null", out);
+                fprintf(out, ",\"streams_open\":%zu,\"streams_total\":%llu,\"reconnects\":%llu,\"bytes_in\":%llu,"
+                             "\"bytes_out\":%llu}",
+                        st.streams_open, (unsigned long long)st.streams_total, (unsigned long long)st.reconnects,
+                        (unsigned long long)st.bytes_in, (unsigned long long)st.bytes_out);
+        }
+        fputc(']', out);
 }
 
 static void render_json(FILE *out, const struct sf_conf *conf, const struct sf_relay *relay,
@@ -129,7 +197,9 @@ static void render_json(FILE *out, const struct sf_conf *conf, const struct sf_r
                         fputs("null", out);
                 fputc('}', out);
         }
-        fputs("]}\n", out);
+        fputc(']', out);
+        render_links_json(out, relay);
+        fputs("}\n", out);
 }
 
 static void prom_header(FILE *out, const char *name, const char *type, const char *help) {
@@ -146,6 +216,76 @@ static void prom_per_forward(FILE *out, const struct sf_conf *conf, const struct
                 put_escaped(out, conf->forwards[i].name, false);
                 fprintf(out, "} %llu\n", (unsigned long long)*(const uint64_t *)((const char *)st + offset));
         }
+}
+
+static void prom_link_labels(FILE *out, const char *name, const struct sf_link_stats *st) {
+        fprintf(out, "%s{role=\"%s\",peer=", name, st->dialer ? "client" : "server");
+        put_escaped(out, st->name, false);
+        if (st->dialer && st->token_file[0]) {
+                fputs(",token_file=", out);
+                put_escaped(out, st->token_file, false);
+        }
+}
+
+enum link_metric { LM_UP, LM_SINCE, LM_RTT, LM_OPEN, LM_TOTAL, LM_RECONNECTS, LM_BYTES, LM_STATE };
+
+/* One metric for every link: role is client (it dials peer, an endpoint) or server (peer
+ * opened it to one of our listeners). */
+static void prom_per_link(FILE *out, const struct sf_relay *relay, enum link_metric metric, const char *name,
+                          const char *type, const char *help) {
+        static const enum sf_link_state states[] = { SF_LINK_CONNECTING, SF_LINK_UP, SF_LINK_DOWN, SF_LINK_OLD_PEER };
+        struct sf_link_stats st;
+        const char *forward;
+        prom_header(out, name, type, help);
+        for (size_t i = 0; sf_relay_link_stats(relay, i, &st, &forward); i++) {
+                switch (metric) {
+                case LM_BYTES:
+                        for (int in = 1; in >= 0; in--) {
+                                prom_link_labels(out, name, &st);
+                                fprintf(out, ",direction=\"%s\"} %llu\n", in ? "in" : "out",
+                                        (unsigned long long)(in ? st.bytes_in : st.bytes_out));
+                        }
+                        continue;
+                case LM_STATE:
+                        for (size_t k = 0; k < sizeof states / sizeof states[0]; k++) {
+                                prom_link_labels(out, name, &st);
+                                fprintf(out, ",state=\"%s\"} %d\n", sf_link_state_name(states[k]), st.state == states[k]);
+                        }
+                        continue;
+                case LM_RTT:
+                        if (!st.rtt_us)
+                                continue; /* no sample rather than a round trip of 0 */
+                        prom_link_labels(out, name, &st);
+                        fprintf(out, "} %.6f\n", (double)st.rtt_us / 1e6);
+                        continue;
+                default:
+                        break;
+                }
+                unsigned long long v = metric == LM_UP           ? st.state == SF_LINK_UP
+                                       : metric == LM_SINCE      ? (unsigned long long)st.since
+                                       : metric == LM_OPEN       ? st.streams_open
+                                       : metric == LM_TOTAL      ? st.streams_total
+                                                                 : st.reconnects;
+                prom_link_labels(out, name, &st);
+                fprintf(out, "} %llu\n", v);
+        }
+}
+
+static void render_prometheus_links(FILE *out, const struct sf_relay *relay) {
+        prom_per_link(out, relay, LM_UP, "sockferry_link_up", "gauge", "Whether the shared link is up (1) or not (0).");
+        prom_per_link(out, relay, LM_STATE, "sockferry_link_state", "gauge",
+                      "The shared link's state: 1 for the one it is in.");
+        prom_per_link(out, relay, LM_SINCE, "sockferry_link_state_since_timestamp_seconds", "gauge",
+                      "When the shared link entered its state.");
+        prom_per_link(out, relay, LM_RTT, "sockferry_link_rtt_seconds", "gauge",
+                      "The last ping's round trip on the shared link.");
+        prom_per_link(out, relay, LM_OPEN, "sockferry_link_streams_open", "gauge", "Streams open on the shared link.");
+        prom_per_link(out, relay, LM_TOTAL, "sockferry_link_streams_total", "counter",
+                      "Streams opened on the shared link.");
+        prom_per_link(out, relay, LM_RECONNECTS, "sockferry_link_reconnects_total", "counter",
+                      "Times the shared link came up again after it had been up.");
+        prom_per_link(out, relay, LM_BYTES, "sockferry_link_bytes_total", "counter",
+                      "Bytes of the shared link's transport, frames included.");
 }
 
 static void render_prometheus(FILE *out, const struct sf_conf *conf, const struct sf_relay *relay,
@@ -194,6 +334,7 @@ static void render_prometheus(FILE *out, const struct sf_conf *conf, const struc
                 put_escaped(out, cand, false);
                 fputs("} 1\n", out);
         }
+        render_prometheus_links(out, relay);
         /* The process metrics under the names Prometheus' client libraries give them, so the
          * dashboards and alerts written for those work unchanged. */
         prom_header(out, "process_open_fds", "gauge", "Number of open file descriptors.");

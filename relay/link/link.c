@@ -86,6 +86,11 @@ struct sf_link {
         uint64_t rtt_us;
         bool was_up;
         uint64_t reconnects;
+        /* Since when a client's link is not up, and the dials since then: logged once when it
+         * goes down and once when it comes back, not at every attempt. */
+        uint64_t down_since_ms;
+        unsigned attempts;
+        bool down_logged;
         uint64_t bytes_in, bytes_out;
         uint64_t streams_total_before; /* of the links before this one */
         bool refused; /* the last attempt was refused by the peer (see link_refused) */
@@ -100,11 +105,17 @@ static void on_flush_deferred(struct sf_ev *ev, uint32_t events);
 
 /* ---- lifetime ---------------------------------------------------------------------------- */
 
+static bool not_up(enum sf_link_state st) {
+        return st == SF_LINK_CONNECTING || st == SF_LINK_DOWN;
+}
+
 static void set_state(struct sf_link *l, enum sf_link_state st, const char *cause) {
         bool changed = l->state != st;
-        l->state = st;
-        if (changed)
+        /* A link that is down and dialled again is still down: its time is since it went
+         * (or since the start), not since the last attempt, for "down since" and stats. */
+        if (changed && !(not_up(l->state) && not_up(st)))
                 l->since = time(NULL);
+        l->state = st;
         if (st == SF_LINK_UP || !cause)
                 l->cause[0] = '\0';
         else if (cause != l->cause)
@@ -315,10 +326,17 @@ static void mux_stream_new(void *owner, struct sf_mux_stream *s, const char *ser
 
 static void keepalive_arm(struct sf_link *l);
 
+/* A ping carries the time it was sent in microseconds: a loopback link answers in far less
+ * than the loop's millisecond clock can tell. */
+static uint64_t now_us(void) {
+        return uv_hrtime() / 1000;
+}
+
 static void mux_pong(void *owner, uint64_t sent) {
         struct sf_link *l = owner;
-        uint64_t now = uv_now(l->loop);
-        l->rtt_us = now >= sent ? (now - sent) * 1000 : 0;
+        uint64_t now = now_us();
+        /* At least 1: 0 means no answer yet. */
+        l->rtt_us = now > sent ? now - sent : 1;
         l->pings_missed = 0;
 }
 
@@ -340,7 +358,7 @@ static void on_keepalive(uv_timer_t *t) {
                 return;
         }
         l->ping_sent_ms = uv_now(l->loop);
-        sf_mux_ping(l->mux, l->ping_sent_ms);
+        sf_mux_ping(l->mux, now_us());
         keepalive_arm(l);
 }
 
@@ -366,9 +384,19 @@ static void mux_input(struct sf_link *l, const uint8_t *data, size_t n) {
                 l->backoff_ms = 0;
                 if (l->was_up)
                         l->reconnects++;
-                l->was_up = true;
-                if (l->dialer)
+                double down_s = (double)(uv_now(l->loop) - l->down_since_ms) / 1000.0;
+                const char *plural = l->attempts == 1 ? "" : "s";
+                if (l->dialer && l->down_logged && l->was_up)
+                        sf_log(SF_LOG_INFO, NULL, 0, "link to %s up again after %.1f s (%u attempt%s)", l->p->name,
+                               down_s, l->attempts, plural);
+                else if (l->dialer && l->down_logged)
+                        sf_log(SF_LOG_INFO, NULL, 0, "link to %s up after %.1f s (%u attempt%s)", l->p->name, down_s,
+                               l->attempts, plural);
+                else if (l->dialer)
                         sf_log(SF_LOG_INFO, NULL, 0, "link to %s up", l->p->name);
+                l->was_up = true;
+                l->down_logged = false;
+                l->attempts = 0;
                 set_state(l, SF_LINK_UP, NULL);
         }
 }
@@ -380,6 +408,9 @@ static int mux_start(struct sf_link *l) {
         l->phase = PH_MUX;
         l->pings_missed = 0;
         l->ping_sent_ms = 0;
+        /* A first ping at once: the link's round trip is known from the start, not only
+         * after a keepalive period. */
+        sf_mux_ping(l->mux, now_us());
         keepalive_arm(l);
         mux_want_output(l);
         return 0;
@@ -760,6 +791,9 @@ static void vsock_dial(struct sf_link *l) {
 
 static void dial(struct sf_link *l) {
         l->refused = false;
+        if (l->attempts == 0 && !l->down_logged)
+                l->down_since_ms = uv_now(l->loop);
+        l->attempts++;
         set_state(l, SF_LINK_CONNECTING, l->cause);
         l->phase = PH_RESOLVE;
         uv_timer_start(&l->timer, on_dial_timeout, l->p->connect_timeout_ms, 0);
@@ -807,16 +841,28 @@ static void link_down(struct sf_link *l, const char *cause) {
         l->flush_due = false;
         if (!l->dialer) {
                 if (was_up)
-                        sf_log(SF_LOG_INFO, NULL, 0, "link from %s ended: %s", l->p->name, cause);
+                        sf_log(l->p->quiet ? SF_LOG_DEBUG : SF_LOG_INFO, NULL, 0, "link from %s ended: %s",
+                               l->p->name, cause);
                 set_state(l, SF_LINK_DOWN, cause);
                 if (l->ops->ended)
                         l->ops->ended(l->owner, l);
                 return;
         }
-        /* Logged once per change: a link that stays down is not news every backoff. */
-        if (was_up || l->state == SF_LINK_CONNECTING)
-                if (was_up || strcmp(l->cause, cause) != 0)
-                        sf_log(was_up ? SF_LOG_WARN : SF_LOG_INFO, NULL, 0, "link to %s down: %s", l->p->name, cause);
+        /* Logged once when it goes down and once when it is back (mux_input): a link that stays
+         * down is not news at every backoff. A new cause while it stays down is, at debug
+         * level; a refusal (wrong peer, token, version) needs someone to act, so it is told. */
+        if (!l->down_logged) {
+                sf_log(was_up ? SF_LOG_WARN : SF_LOG_INFO, NULL, 0, "link to %s down (%s); retrying", l->p->name, cause);
+                l->down_logged = true;
+        } else if (strcmp(l->cause, cause) != 0) {
+                sf_log(l->refused ? SF_LOG_WARN : SF_LOG_DEBUG, NULL, 0, "link to %s still down (%s); retrying",
+                       l->p->name, cause);
+        }
+        if (was_up) {
+                /* Counted from the drop, not from the dial that went up long ago. */
+                l->down_since_ms = uv_now(l->loop);
+                l->attempts = 0;
+        }
         l->backoff_ms = l->backoff_ms ? l->backoff_ms * 2 : BACKOFF_MIN_MS;
         if (l->backoff_ms > BACKOFF_MAX_MS)
                 l->backoff_ms = BACKOFF_MAX_MS;
@@ -896,8 +942,22 @@ const char *sf_link_name(const struct sf_link *l) {
         return l->p->name;
 }
 
+const char *sf_link_state_name(enum sf_link_state st) {
+        switch (st) {
+        case SF_LINK_CONNECTING: return "connecting";
+        case SF_LINK_UP: return "up";
+        case SF_LINK_DOWN: return "down";
+        case SF_LINK_OLD_PEER: return "old-peer";
+        case SF_LINK_CLOSED: return "closed";
+        }
+        return "closed";
+}
+
 void sf_link_stats_get(const struct sf_link *l, struct sf_link_stats *st) {
         memset(st, 0, sizeof *st);
+        st->name = l->p->name;
+        st->token_file = l->p->token_file ? l->p->token_file : "";
+        st->dialer = l->dialer;
         st->state = l->state;
         st->since = l->since;
         st->rtt_us = l->rtt_us;

@@ -41,6 +41,9 @@ struct sf_link_params {
         uint64_t connect_timeout_ms;
         uint64_t handshake_timeout_ms;
         uint64_t keepalive_ms; /* 0: no pings */
+        /* Server: a link `sockferry check` opened (the probe flag with the link flag): its end
+         * is logged at debug level, as a probe connection's is, not at every health check. */
+        bool quiet;
         struct sf_mux_config mux;
         /* The relay's engine, whose deferred calls run right after the events of a turn: the
          * streams' bytes of a turn go out in one write then (NULL: at libuv's next turn). */
@@ -60,8 +63,11 @@ struct sf_link_ops {
 };
 
 struct sf_link_stats {
+        const char *name;       /* sf_link_name */
+        const char *token_file; /* a client's, "" on a server end (it tells links apart, never the token) */
+        bool dialer;            /* the client end, which dials; false: one a listener accepted */
         enum sf_link_state state;
-        time_t since;       /* when it entered that state */
+        time_t since;       /* when it entered that state (connecting and down count as one) */
         uint64_t rtt_us;    /* the last ping's round trip, 0 before the first */
         size_t streams_open;
         uint64_t streams_total;
@@ -94,6 +100,8 @@ enum sf_link_state sf_link_state(const struct sf_link *l);
 const char *sf_link_cause(const struct sf_link *l);
 void sf_link_stats_get(const struct sf_link *l, struct sf_link_stats *st);
 const char *sf_link_name(const struct sf_link *l);
+/* "connecting", "up", "down", "old-peer" or "closed". */
+const char *sf_link_state_name(enum sf_link_state st);
 
 /* A client waits for this link, which is down: its next attempt comes now rather than at the
  * end of a backoff that may outlast the client's connect-timeout (a host relay back after a

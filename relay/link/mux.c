@@ -73,6 +73,9 @@ struct sf_mux {
         bool draining;
         bool peer_goaway;
         bool peer_settings; /* the peer's first SETTINGS arrived: its limits are known */
+        /* nghttp2 ended the session for a protocol error of the peer's (its GOAWAY went out
+         * with the error): the link ends once that is written, why says what the peer did. */
+        bool terminated;
         uint64_t total;
         /* What mem_send handed out and sf_mux_output has not copied yet. */
         const uint8_t *left;
@@ -339,7 +342,18 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void 
  * the answer, it would overtake it). */
 static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *f, void *user) {
         (void)ng;
-        struct sf_mux_stream *s = stream_of(user, f->hd.stream_id);
+        struct sf_mux *m = user;
+        if (f->hd.type == NGHTTP2_GOAWAY && f->goaway.error_code != NGHTTP2_NO_ERROR && !m->terminated) {
+                /* A peer that broke the protocol (more streams than the limit it acknowledged,
+                 * a flow control violation ...) gets no more of the link than the GOAWAY:
+                 * nghttp2 would ignore what it sends, and the link would stay up for nothing. */
+                m->terminated = true;
+                int n = (int)(f->goaway.opaque_data_len < 120 ? f->goaway.opaque_data_len : 120);
+                snprintf(m->why, sizeof m->why, "the peer broke the protocol (%s%s%.*s)",
+                         h2_error_words(f->goaway.error_code), n ? ": " : "", n, (const char *)f->goaway.opaque_data);
+                return 0;
+        }
+        struct sf_mux_stream *s = stream_of(m, f->hd.stream_id);
         if (s && s->rst_after_answer && f->hd.type == NGHTTP2_HEADERS) {
                 s->rst_after_answer = false;
                 rst(s, NGHTTP2_NO_ERROR);
@@ -494,6 +508,10 @@ int sf_mux_input(struct sf_mux *m, const uint8_t *data, size_t len, char *why, s
 }
 
 ssize_t sf_mux_output(struct sf_mux *m, uint8_t *buf, size_t cap, char *why, size_t why_cap) {
+        if (m->terminated && !m->left_len && !nghttp2_session_want_write(m->ng)) {
+                snprintf(why, why_cap, "%s", m->why);
+                return -EPROTO;
+        }
         size_t n = 0;
         while (n < cap) {
                 if (!m->left_len) {

@@ -459,6 +459,61 @@ def test_bad_token_files_refuse_to_start_with_the_fix(sc):
     assert rc == 78 and "sockferry keygen" in err, (rc, err)
 
 
+# Holds N connections to HOST PORT that read the greeting and say nothing; prints "ready", then
+# for each line on stdin the number of them the relay closed.
+SILENT = r"""
+import socket, sys
+n, host, port = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+socks = []
+for _ in range(n):
+    s = socket.create_connection((host, port))
+    s.settimeout(10)
+    assert s.recv(37, socket.MSG_WAITALL)[:4] == b"SFRY"
+    socks.append(s)
+print("ready", flush=True)
+for _ in sys.stdin:
+    closed = 0
+    for s in socks:
+        s.setblocking(False)
+        try:
+            closed += s.recv(1, socket.MSG_PEEK) == b""
+        except BlockingIOError:
+            pass
+    print(closed, flush=True)
+"""
+
+
+def test_preauth_budget_covers_link_handshakes(sc):
+    # A shared link's handshake is a connection like any before it authenticates: it counts
+    # against the pre-auth budget of its source, and at the bound it evicts the oldest silent
+    # one of that source rather than being turned away. preauth-max = 8: 2 per source.
+    e = Env(sc, service="echo", host_extra=",preauth-max=8,handshake-timeout=30s")
+    e.cont.stop()
+    silent = sc.popen(IN_NS + [sys.executable, "-c", SILENT, "10", HOST_IP, str(PORT)],
+                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert silent.stdout.readline().strip() == "ready"
+
+    def closed():
+        silent.stdin.write("?\n")
+        silent.stdin.flush()
+        return int(silent.stdout.readline())
+    wait_for(lambda: closed() == 8, what="eight of the ten silent connections evicted")
+    links_before = e.host.text().count("shared link from %s" % CONT_IP)
+    cont = sc.relay(["relay", "-F", "cont:unix:%s/container.sock=tcp:host.docker.internal:%d,auth=token,"
+                     "token-file=%s" % (e.d, PORT, e.token)], prefix=IN_NS)
+    wait_for(lambda: "link to tcp:host.docker.internal:%d up" % PORT in cont.text(), what="the link up")
+    c = connect(e.d + "/container.sock")
+    c.sendall(b"ping")
+    assert c.recv(4, socket.MSG_WAITALL) == b"ping"
+    c.close()
+    # the link's handshake took the place of the oldest silent connection of its source
+    assert closed() == 9, "the link's handshake did not evict the oldest silent connection"
+    assert e.host.text().count("shared link from %s" % CONT_IP) == links_before + 1, e.host.text()[-2000:]
+    assert "pre-auth budget full (8 unauthenticated connections in all, 2 per source" in e.host.text()
+    silent.stdin.close()
+    silent.wait(timeout=10)
+
+
 if __name__ == "__main__":
     sftap.main(sftap.tests_of(globals()), fixture=Scene,
                setup=lambda: netns(NS, HOST_IF, CONT_IF, HOST_IP, CONT_IP))

@@ -75,7 +75,11 @@ def test_silent_candidate_falls_through_to_the_next(sc):
     lines = out.splitlines()
     assert len(lines) == 2, out
     assert lines[0].startswith("cont: FAIL wrong peer: tcp:127.0.0.1:%d sent nothing within %s" % (pa, hs)), out
-    assert re.fullmatch(r"cont: OK \(tcp:127\.0\.0\.1:%d, upstream answers, \d+ ms\)" % pb, lines[1]), out
+    if LINK_MODE == "per-connection":
+        assert re.fullmatch(r"cont: OK \(tcp:127\.0\.0\.1:%d, upstream answers, \d+ ms\)" % pb, lines[1]), out
+    else:
+        assert re.fullmatch(r"cont: OK \(tcp:127\.0\.0\.1:%d, shared link up, RTT [\d.]+ ms, service cont: upstream "
+                            r"answers, \d+ ms\)" % pb, lines[1]), out
 
 
 def test_auth_rejected_candidate_falls_through_with_the_early_bytes(sc):
@@ -104,7 +108,7 @@ def test_auth_rejected_candidate_falls_through_with_the_early_bytes(sc):
     assert rc == 0, (rc, out, err)
     lines = out.splitlines()
     assert len(lines) == 2 and lines[0].startswith("cont: FAIL auth rejected: tcp:127.0.0.1:%d" % pa), out
-    assert lines[1].startswith("cont: OK (tcp:127.0.0.1:%d, upstream answers" % pb), out
+    assert lines[1].startswith("cont: OK (tcp:127.0.0.1:%d, shared link up, RTT " % pb), out
 
 
 def test_every_candidate_failing_is_one_line_and_reaches_a_chained_client(sc):

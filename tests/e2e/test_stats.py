@@ -323,5 +323,201 @@ def test_control_socket_refuses_other_users(sc):
     assert "1 refused in all" in log, log
 
 
+def link_confs(d, port, token):
+    """A host relay's and a container relay's configurations, each with its control socket, the
+    container's forward c reaching the host's echo service over the shared link."""
+    host = write_conf(d, "[sockferry]\ncontrol = unix:{d}/host-control.sock\n\n[host]\nlisten = tcp:127.0.0.1:{p}\n"
+                      "connect = unix:{d}/service.sock\nauth = token\ntoken-file = {t}\n".format(d=d, p=port, t=token),
+                      "host.conf")
+    cont = write_conf(d, "[sockferry]\ncontrol = unix:{d}/cont-control.sock\n\n[c]\nlisten = unix:{d}/c.sock\n"
+                      "connect = tcp:127.0.0.1:{p}\nauth = token\ntoken-file = {t}\n".format(d=d, p=port, t=token),
+                      "cont.conf")
+    return host, cont
+
+
+def prom_samples(text):
+    samples = {}
+    for line in text.splitlines():
+        if line.startswith("#"):
+            assert re.fullmatch(r"# (HELP|TYPE) (sockferry|process)_\w+ .+", line), line
+            continue
+        m = re.fullmatch(r'((sockferry|process)_\w+)(\{(\w+="[^"]*")(,\w+="[^"]*")*\})? (-?[\d.]+)', line)
+        assert m, "not a Prometheus sample: %r" % line
+        samples[line.rsplit(" ", 1)[0]] = float(line.rsplit(" ", 1)[1])
+    return samples
+
+
+def echo_once(path, data):
+    s = connect(path)
+    try:
+        s.sendall(data)
+        s.shutdown(socket.SHUT_WR)
+        got = recv_all(s)
+    finally:
+        s.close()
+    assert got == data, (got, data)
+
+
+def test_stats_per_shared_link_both_ends(sc):
+    """Both relays of a shared link report it: role, peer, state and since, the pings' round
+    trip, open and total streams, reconnects and bytes, in text, json and prometheus; the link
+    going down and coming back is logged once each, however many dials it took."""
+    d = sc.tmpdir()
+    token = keygen(d)
+    port = free_port()
+    sc.server("echo", d + "/service.sock")
+    host_conf, cont_conf = link_confs(d, port, token)
+    host = sc.relay(["relay", "-c", host_conf])
+    cont = sc.relay(["relay", "-c", cont_conf])
+    ep = "tcp:127.0.0.1:%d" % port
+
+    def links(conf):
+        return stats(["-c", conf])["links"]
+    wait_for(lambda: [x["state"] for x in links(cont_conf)] == ["up"], what="the container's link up")
+    n = 5
+    for i in range(n):
+        echo_once(d + "/c.sock", bytes([i]) * 1000)
+    cl = links(cont_conf)
+    assert len(cl) == 1, cl
+    c = cl[0]
+    assert (c["role"], c["endpoint"], c["token_file"], c["forward"], c["cause"]) == ("client", ep, token, None, None), c
+    assert c["rtt_seconds"] is not None and 0 < c["rtt_seconds"] < 1, c
+    assert abs(c["since_unix"] - time.time()) < 60 and c["since"].endswith("Z"), c
+    assert (c["streams_total"], c["reconnects"]) == (n, 0), c
+    # each stream's 1000 bytes each way, with their frames
+    assert c["bytes_out"] > n * 1000 and c["bytes_in"] > n * 1000, c
+    wait_for(lambda: links(cont_conf)[0]["streams_open"] == 0, what="the streams closed on the container side")
+    hl = links(host_conf)
+    assert len(hl) == 1, hl
+    h = hl[0]
+    assert (h["role"], h["forward"], h["state"], h["token_file"]) == ("server", "host", "up", None), h
+    assert re.fullmatch(r"127\.0\.0\.1:\d+ \(tcp:127\.0\.0\.1:%d\)" % port, h["peer"]), h
+    assert h["rtt_seconds"] is not None and h["streams_total"] == n, h
+    # the host's bytes in are the container's bytes out, but for frames still on their way
+    assert n * 1000 < h["bytes_in"] <= c["bytes_out"] and n * 1000 < h["bytes_out"], (h, c)
+
+    # a stream open right now is counted as open on both ends
+    held = connect(d + "/c.sock")
+    sc.closing(held)
+    held.sendall(b"x")
+    assert held.recv(1) == b"x"
+    wait_for(lambda: links(cont_conf)[0]["streams_open"] == 1, what="one stream open on the container side")
+    wait_for(lambda: links(host_conf)[0]["streams_open"] == 1, what="one stream open on the host side")
+    text = stats(["-c", cont_conf], "text")
+    assert re.search(r"^link to %s \(token-file %s\): up since \S+Z, RTT [\d.]+ ms, 1 streams open, %d total, "
+                     r"0 reconnects, \d+ bytes in, \d+ bytes out$" % (re.escape(ep), re.escape(token), n + 1),
+                     text, re.M), text
+    text = stats(["-c", host_conf], "text")
+    assert re.search(r"^link from 127\.0\.0\.1:\d+ \(%s\) \(forward host\): up since \S+Z, RTT [\d.]+ ms, "
+                     r"1 streams open, %d total" % (re.escape(ep), n + 1), text, re.M), text
+    prom = prom_samples(stats(["-c", cont_conf], "prometheus"))
+    lab = 'role="client",peer="%s",token_file="%s"' % (ep, token)
+    assert prom['sockferry_link_up{%s}' % lab] == 1, prom
+    assert prom['sockferry_link_state{%s,state="up"}' % lab] == 1
+    assert prom['sockferry_link_state{%s,state="down"}' % lab] == 0
+    assert prom['sockferry_link_streams_open{%s}' % lab] == 1
+    assert prom['sockferry_link_streams_total{%s}' % lab] == n + 1
+    assert prom['sockferry_link_reconnects_total{%s}' % lab] == 0
+    assert 0 < prom['sockferry_link_rtt_seconds{%s}' % lab] < 1
+    assert prom['sockferry_link_bytes_total{%s,direction="in"}' % lab] > n * 1000
+    assert abs(prom['sockferry_link_state_since_timestamp_seconds{%s}' % lab] - time.time()) < 60
+    prom = prom_samples(stats(["-c", host_conf], "prometheus"))
+    assert [k for k in prom if k.startswith('sockferry_link_up{role="server",peer="127.0.0.1:')] != [], prom
+    held.close()
+
+    # the host relay goes away for a while: the link is down with its cause, dialled again and
+    # again with backoff, logged once; when the host is back it is up again, logged once
+    host.stop()
+    wait_for(lambda: links(cont_conf)[0]["state"] in ("down", "connecting"), what="the container's link down")
+    c = links(cont_conf)[0]
+    assert c["cause"], c
+    text = stats(["-c", cont_conf], "text")
+    assert re.search(r"^link to %s \(token-file %s\): (down|connecting) since \S+Z \(.+\), " % (re.escape(ep),
+                     re.escape(token)), text, re.M), text
+    prom = prom_samples(stats(["-c", cont_conf], "prometheus"))
+    assert prom['sockferry_link_up{%s}' % lab] == 0
+    time.sleep(2.5)  # 100 ms doubling: some five dials
+    # down since it went, not since the last dial
+    assert links(cont_conf)[0]["since_unix"] == c["since_unix"], (links(cont_conf), c)
+    host = sc.relay(["relay", "-c", host_conf])
+    wait_for(lambda: links(cont_conf)[0]["state"] == "up", what="the container's link up again")
+    c = links(cont_conf)[0]
+    assert (c["reconnects"], c["cause"], c["streams_open"]) == (1, None, 0), c
+    assert c["streams_total"] == n + 1, c
+    echo_once(d + "/c.sock", b"again")
+    log = cont.text()
+    down = re.findall(r"link to %s down \((.*)\); retrying" % re.escape(ep), log)
+    up = re.findall(r"link to %s up again after ([\d.]+) s \((\d+) attempts\)" % re.escape(ep), log)
+    assert len(down) == 1 and len(up) == 1, log
+    assert float(up[0][0]) >= 2 and int(up[0][1]) >= 3, (up, log)
+    assert "still down" not in log, log
+
+
+def settled_fds(r):
+    """r's descriptors once they stopped changing (the last control connection closed)."""
+    last = -1
+    for _ in range(100):
+        n = r.fds()
+        if n == last:
+            return n
+        last = n
+        time.sleep(0.3)
+    raise AssertionError("the relay's descriptors kept changing")
+
+
+def test_a_stream_flood_is_bounded_by_max_conns(sc):
+    """Two services on one port, a with max-conns = 1: of 20 clients of a at once through the
+    shared link one is served and the others are refused as streams (busy, in the host's words
+    on the container side), the link stays up for b, and once they are gone the host relay
+    holds what it held before: descriptors, open streams."""
+    d = sc.tmpdir()
+    token = keygen(d)
+    port = free_port()
+    sc.server("echo", d + "/a.sock")
+    sc.server("echo", d + "/b.sock")
+    host_conf = write_conf(d, "[sockferry]\ncontrol = unix:{d}/host-control.sock\n\n".format(d=d) + "".join(
+        "[{n}]\nlisten = tcp:127.0.0.1:{p}\nconnect = unix:{d}/{n}.sock\nauth = token\ntoken-file = {t}\n"
+        "max-conns = {m}\npreauth-max = 64\n\n".format(n=n, p=port, d=d, t=token, m=m) for n, m in (("a", 1), ("b", 5))),
+        "host.conf")
+    cont_conf = write_conf(d, "[sockferry]\ncontrol = unix:{d}/cont-control.sock\n\n".format(d=d) + "".join(
+        "[c{n}]\nlisten = unix:{d}/c{n}.sock\nconnect = tcp:127.0.0.1:{p}\nauth = token\ntoken-file = {t}\n"
+        "service = {n}\n\n".format(n=n, p=port, d=d, t=token) for n in ("a", "b")), "cont.conf")
+    host = sc.relay(["relay", "-c", host_conf])
+    cont = sc.relay(["relay", "-c", cont_conf])
+    echo_once(d + "/cb.sock", b"warm")
+    wait_for(lambda: stats(["-c", host_conf])["links"][0]["streams_open"] == 0, what="the warm-up stream closed")
+    base = settled_fds(host)
+
+    held = sc.closing(connect(d + "/ca.sock"))
+    held.sendall(b"x")
+    assert held.recv(1) == b"x"
+    flood = sc.closing([connect(d + "/ca.sock") for _ in range(19)])
+    for s in flood:
+        try:
+            s.sendall(b"y")
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+    for s in flood:
+        s.settimeout(10)
+        try:
+            assert s.recv(1) == b"", "a client beyond max-conns was served"
+        except ConnectionResetError:
+            pass
+    # in the container's words (its log lines are rate-limited: the counter has them all)
+    wait_for(lambda: fwd(stats(["-c", cont_conf]), "ca")["errors"]["upstream_unavailable"] == 19,
+             what="19 refusals counted on the container side")
+    assert "upstream unavailable: the host relay at tcp:127.0.0.1:%d refused the stream: service a serves " \
+        "max-conns = 1 connections already" % port in cont.text(), cont.text()
+    # b is not held up by a's flood, on the same link
+    echo_once(d + "/cb.sock", b"neighbour")
+    st = stats(["-c", host_conf])
+    assert [x for x in st["forwards"] if x["name"] == "a"][0]["errors"]["other"] == 19, st
+    assert len(st["links"]) == 1 and st["links"][0]["state"] == "up", st["links"]
+    held.close()
+    wait_for(lambda: stats(["-c", host_conf])["links"][0]["streams_open"] == 0, what="no stream open on the host")
+    wait_for(lambda: host.fds() == base, what="the host relay's descriptors back to %d (%d)" % (base, host.fds()))
+    echo_once(d + "/ca.sock", b"after the flood")
+
+
 if __name__ == "__main__":
     sftap.main(sftap.tests_of(globals()), fixture=Scene)

@@ -22,7 +22,7 @@ build=${2:-$root/build-fuzz}
 if [ ! -f "$build/build.ninja" ]; then
         CC=clang meson setup "$build" "$root" -Dfuzz=true >/dev/null
 fi
-targets="fuzz_handshake fuzz_endpoint fuzz_conf fuzz_spec fuzz_control fuzz_preload_map"
+targets="fuzz_handshake fuzz_endpoint fuzz_conf fuzz_spec fuzz_control fuzz_preload_map fuzz_mux"
 # Only the fuzz targets: the rest of the tree is not what this script is about.
 ninja -C "$build" $(for t in $targets; do printf 'tests/fuzz/%s ' "$t"; done) >/dev/null
 
@@ -45,6 +45,8 @@ for target in $targets; do
         fuzz_control) flags="$flags -max_len=256" ;;
         # Rejected map entries are reported on stderr, as the library does.
         fuzz_preload_map) flags="$flags -max_len=2048 -close_fd_mask=2" ;;
+        # A few dozen frames: enough for a stream's life and the windows' edges.
+        fuzz_mux) flags="$flags -max_len=8192 -dict=$here/mux.dict" ;;
         esac
         mkdir -p "$work/$target"
         log=$work/$target.log

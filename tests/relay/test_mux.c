@@ -369,3 +369,196 @@ Test(mux, a_bad_service_name_resets_that_stream_alone) {
         sf_mux_stream_close(srv.accepted[0]);
         pump();
 }
+
+/* ---- a hostile peer: raw frames (RFC 9113) into the server, its answers read back ---------- */
+
+#define F_DATA 0
+#define F_HEADERS 1
+#define F_RST 3
+#define F_SETTINGS 4
+#define F_PING 6
+#define F_GOAWAY 7
+
+static size_t put_frame(uint8_t *at, uint8_t type, uint8_t flags, uint32_t sid, const void *payload, size_t len) {
+        uint8_t h[9] = { (uint8_t)(len >> 16), (uint8_t)(len >> 8), (uint8_t)len, type, flags,
+                         (uint8_t)(sid >> 24), (uint8_t)(sid >> 16), (uint8_t)(sid >> 8), (uint8_t)sid };
+        memcpy(at, h, sizeof h);
+        memcpy(at + 9, payload, len);
+        return 9 + len;
+}
+
+/* The client's preface and an empty SETTINGS, then (ack) the acknowledgement of the server's. */
+static size_t put_preface(uint8_t *at, bool ack) {
+        static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+        size_t n = sizeof preface - 1;
+        memcpy(at, preface, n);
+        n += put_frame(at + n, F_SETTINGS, 0, 0, NULL, 0);
+        if (ack)
+                n += put_frame(at + n, F_SETTINGS, 1, 0, NULL, 0);
+        return n;
+}
+
+/* HEADERS naming service "s" (an HPACK literal without indexing). */
+static size_t put_open(uint8_t *at, uint32_t sid) {
+        static const uint8_t block[] = "\x00\x0asf-service\x01s";
+        return put_frame(at, F_HEADERS, 0x4, sid, block, sizeof block - 1);
+}
+
+struct seen {
+        uint32_t rst_sid[64], rst_code[64];
+        int n_rst;
+        uint32_t goaway_code;
+        bool goaway;
+        int pings_acked;
+};
+
+/* Everything the server has to say, split into frames. */
+static void server_said(struct seen *sn) {
+        static uint8_t out[1 << 20];
+        char why[200];
+        ssize_t n = sf_mux_output(srv.m, out, sizeof out, why, sizeof why);
+        cr_assert_geq(n, 0, "server output: %s", why);
+        for (size_t at = 0; at + 9 <= (size_t)n;) {
+                size_t len = (size_t)out[at] << 16 | (size_t)out[at + 1] << 8 | out[at + 2];
+                uint8_t type = out[at + 3], flags = out[at + 4];
+                uint32_t sid = (uint32_t)(out[at + 5] & 0x7f) << 24 | (uint32_t)out[at + 6] << 16 |
+                               (uint32_t)out[at + 7] << 8 | out[at + 8];
+                const uint8_t *p = out + at + 9;
+                if (type == F_RST && sn->n_rst < 64) {
+                        sn->rst_sid[sn->n_rst] = sid;
+                        sn->rst_code[sn->n_rst++] = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+                } else if (type == F_GOAWAY) {
+                        sn->goaway = true;
+                        sn->goaway_code = (uint32_t)p[4] << 24 | (uint32_t)p[5] << 16 | (uint32_t)p[6] << 8 | p[7];
+                } else if (type == F_PING && (flags & 1)) {
+                        sn->pings_acked++;
+                }
+                at += 9 + len;
+        }
+}
+
+static void feed_server(const uint8_t *buf, size_t n) {
+        char why[200];
+        cr_assert_eq(sf_mux_input(srv.m, buf, n, why, sizeof why), 0, "server input: %s", why);
+}
+
+Test(mux_limits, a_stream_flood_beyond_the_limit_is_refused_stream_by_stream, .init = setup_two_streams,
+     .fini = teardown) {
+        /* Before the peer acknowledged our SETTINGS it may not know our limit: the streams
+         * beyond it are refused one by one (REFUSED_STREAM), none reaches the owner. */
+        static uint8_t in[4096];
+        size_t n = put_preface(in, false);
+        for (uint32_t sid = 1; sid <= 39; sid += 2)
+                n += put_open(in + n, sid);
+        feed_server(in, n);
+        struct seen sn = { 0 };
+        server_said(&sn);
+        cr_assert_eq(srv.n_new, 2, "two streams for a limit of two, not %d", srv.n_new);
+        cr_assert_eq(sf_mux_streams_open(srv.m), 2);
+        cr_assert_eq(sn.n_rst, 18, "18 refused, not %d", sn.n_rst);
+        for (int i = 0; i < sn.n_rst; i++) {
+                cr_assert_eq(sn.rst_sid[i], 5 + 2 * (uint32_t)i);
+                cr_assert_eq(sn.rst_code[i], 7 /* REFUSED_STREAM */);
+        }
+        cr_assert_not(sn.goaway, "the link itself goes on");
+        for (int i = 0; i < 2; i++)
+                sf_mux_stream_close(srv.accepted[i]);
+        server_said(&sn);
+        cr_assert_eq(sf_mux_streams_open(srv.m), 0);
+        cr_assert_eq(sf_bufpool_in_use(pool), 0, "a refused stream kept a buffer");
+}
+
+Test(mux_limits, a_peer_that_breaks_the_limit_it_acknowledged_loses_its_link, .init = setup_two_streams,
+     .fini = teardown) {
+        /* Once it acknowledged the limit, a peer that opens more is no relay of ours (ours
+         * queues its streams, see above): the link ends (GOAWAY PROTOCOL_ERROR), and the
+         * streams it had stay bounded by the limit. */
+        static uint8_t in[4096];
+        size_t n = put_preface(in, true);
+        feed_server(in, n);
+        struct seen sn = { 0 };
+        server_said(&sn);
+        n = 0;
+        for (uint32_t sid = 1; sid <= 39; sid += 2)
+                n += put_open(in + n, sid);
+        char why[200] = "";
+        int r = sf_mux_input(srv.m, in, n, why, sizeof why);
+        server_said(&sn);
+        cr_assert_eq(r, 0, "%s", why);
+        cr_assert(sn.goaway, "no GOAWAY");
+        cr_assert_eq(sn.goaway_code, 1 /* PROTOCOL_ERROR */);
+        /* Once the GOAWAY is out, the link is over: the owner ends it with the cause. */
+        uint8_t out[64];
+        cr_assert_eq(sf_mux_output(srv.m, out, sizeof out, why, sizeof why), -EPROTO);
+        cr_assert(strstr(why, "the peer broke the protocol (protocol error: ") && strstr(why, "max concurrent streams"),
+                  "%s", why);
+        cr_assert_leq(srv.n_new, 2, "%d streams for a limit of two", srv.n_new);
+        for (int i = 0; i < srv.n_new; i++)
+                sf_mux_stream_close(srv.accepted[i]);
+        sf_mux_free(srv.m, "the peer broke the protocol");
+        srv.m = NULL;
+        cr_assert_eq(sf_bufpool_in_use(pool), 0);
+}
+
+Test(mux, a_peer_that_never_reads_cannot_queue_answers_without_bound) {
+        /* A peer sends pings and never reads what we answer: the mux does not queue answers
+         * without end, the link fails as a protocol error (flooding). */
+        static uint8_t in[1 << 20];
+        size_t n = put_preface(in, true);
+        static const uint8_t opaque[8] = "12345678";
+        char why[200] = "";
+        int r = 0;
+        feed_server(in, n);
+        for (int round = 0; round < 100 && r == 0; round++) {
+                n = 0;
+                for (int i = 0; i < 1000; i++)
+                        n += put_frame(in + n, F_PING, 0, 0, opaque, sizeof opaque);
+                r = sf_mux_input(srv.m, in, n, why, sizeof why);
+        }
+        cr_assert_eq(r, -EPROTO, "100 000 pings unread, and the link goes on");
+        cr_assert_neq(why[0], '\0');
+}
+
+Test(mux, a_peer_that_never_reads_holds_at_most_the_windows_and_a_buffer_per_stream) {
+        /* The client side never reads 8 streams the server fills: what the client holds unread
+         * is bounded by the stream and the link windows, what the server holds by one send
+         * buffer per stream; the server's user is told to wait (EAGAIN). */
+        enum { N = 8, WINDOW = 64 * 1024, LINK = 4 * WINDOW };
+        int err = 0;
+        struct sf_mux_stream *c[N];
+        for (int i = 0; i < N; i++)
+                cr_assert_not_null(c[i] = sf_mux_stream_open(cli.m, "bulk", false, false, &err));
+        pump();
+        cr_assert_eq(srv.n_new, N);
+        static char chunk[65536];
+        memset(chunk, 'b', sizeof chunk);
+        size_t sent = 0;
+        for (int round = 0; round < 8; round++) {
+                for (int i = 0; i < N; i++) {
+                        struct sf_mux_stream *s = srv.accepted[i];
+                        if (round == 0)
+                                cr_assert_eq(sf_mux_stream_accept(s), 0);
+                        ssize_t r;
+                        while ((r = sf_mux_stream_send(s, chunk, sizeof chunk)) > 0)
+                                sent += (size_t)r;
+                        cr_assert_eq(errno, EAGAIN);
+                }
+                pump();
+        }
+        size_t unread = 0;
+        for (int i = 0; i < N; i++) {
+                cr_assert_leq(sf_mux_stream_unread(c[i]), WINDOW);
+                unread += sf_mux_stream_unread(c[i]);
+        }
+        cr_assert_eq(unread, LINK, "the link window (%d) full, not %zu", LINK, unread);
+        cr_assert_leq(sent, (size_t)LINK + N * SF_BUF_SIZE, "sent %zu", sent);
+        /* Buffers: one receive buffer per client stream holding bytes, one send buffer per
+         * server stream. */
+        cr_assert_leq(sf_bufpool_in_use(pool), 2 * N);
+        for (int i = 0; i < N; i++) {
+                sf_mux_stream_close(c[i]);
+                sf_mux_stream_close(srv.accepted[i]);
+        }
+        pump();
+        cr_assert_eq(sf_bufpool_in_use(pool), 0);
+}
