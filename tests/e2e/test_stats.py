@@ -330,7 +330,7 @@ def link_confs(d, port, token):
                       "connect = unix:{d}/service.sock\nauth = token\ntoken-file = {t}\n".format(d=d, p=port, t=token),
                       "host.conf")
     cont = write_conf(d, "[sockferry]\ncontrol = unix:{d}/cont-control.sock\n\n[c]\nlisten = unix:{d}/c.sock\n"
-                      "connect = tcp:127.0.0.1:{p}\nauth = token\ntoken-file = {t}\n".format(d=d, p=port, t=token),
+                      "connect = tcp:127.0.0.1:{p}\nauth = token\ntoken-file = {t}\nlink = shared\n".format(d=d, p=port, t=token),
                       "cont.conf")
     return host, cont
 
@@ -480,7 +480,7 @@ def test_a_stream_flood_is_bounded_by_max_conns(sc):
         "max-conns = {m}\npreauth-max = 64\n\n".format(n=n, p=port, d=d, t=token, m=m) for n, m in (("a", 1), ("b", 5))),
         "host.conf")
     cont_conf = write_conf(d, "[sockferry]\ncontrol = unix:{d}/cont-control.sock\n\n".format(d=d) + "".join(
-        "[c{n}]\nlisten = unix:{d}/c{n}.sock\nconnect = tcp:127.0.0.1:{p}\nauth = token\ntoken-file = {t}\n"
+        "[c{n}]\nlisten = unix:{d}/c{n}.sock\nconnect = tcp:127.0.0.1:{p}\nauth = token\ntoken-file = {t}\nlink = shared\n"
         "service = {n}\n\n".format(n=n, p=port, d=d, t=token) for n in ("a", "b")), "cont.conf")
     host = sc.relay(["relay", "-c", host_conf])
     cont = sc.relay(["relay", "-c", cont_conf])
