@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <uv.h> /* SIGHUP on Windows (uv-win.h), for sf_cli_stop_signals */
 
 #include "conf/value.h"
 
@@ -114,3 +115,10 @@ void sf_cli_raise_nofile(void) {
                 setrlimit(RLIMIT_NOFILE, &rl);
         }
 }
+
+const int sf_cli_stop_signals[SF_CLI_N_STOP_SIGNALS] = {
+        SIGTERM, SIGINT,
+#ifdef SIGBREAK
+        SIGBREAK, SIGHUP,
+#endif
+};

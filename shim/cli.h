@@ -1,6 +1,7 @@
 #pragma once
 /* Subcommands of the sockferry binary and the option handling they share. Each sf_cmd_*
  * returns the process exit status (sysexits for usage/config). */
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -68,3 +69,12 @@ void sf_cli_raise_nofile(void);
 
 /* Prints "sockferry CMD: MSG" and a hint to --help on stderr; returns SF_EX_USAGE. */
 int sf_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The signals that stop relay and attach, draining: SIGTERM and SIGINT; where the system has
+ * Ctrl+Break (Windows) that too, and the console's closing, which libuv reports there as SIGHUP. */
+#ifdef SIGBREAK
+#define SF_CLI_N_STOP_SIGNALS 4
+#else
+#define SF_CLI_N_STOP_SIGNALS 2
+#endif
+extern const int sf_cli_stop_signals[SF_CLI_N_STOP_SIGNALS];

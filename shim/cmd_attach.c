@@ -16,13 +16,6 @@
 #include "shim/attach_engine.h"
 #include "shim/cli.h"
 
-static const int stop_signals[] = {
-        SIGTERM, SIGINT,
-#ifdef SIGBREAK
-        SIGBREAK, SIGHUP,
-#endif
-};
-#define N_STOP_SIGNALS (sizeof stop_signals / sizeof stop_signals[0])
 
 struct attach_main {
         uv_loop_t loop;
@@ -32,7 +25,7 @@ struct attach_main {
         struct sf_control *control; /* `control =`: sockferry stats of attach's forwards */
         struct sf_attach_engine eng;
         struct sf_attach_params params;
-        uv_signal_t sigs[N_STOP_SIGNALS];
+        uv_signal_t sigs[SF_CLI_N_STOP_SIGNALS];
         int signals_seen;
         bool failed, stopping;
 };
@@ -68,10 +61,10 @@ static void help(void) {
 }
 
 static void close_signals(struct attach_main *m) {
-        for (size_t i = 0; i < N_STOP_SIGNALS; i++) {
+        for (size_t i = 0; i < SF_CLI_N_STOP_SIGNALS; i++) {
                 if (!uv_is_closing((uv_handle_t *)&m->sigs[i]))
                         uv_close((uv_handle_t *)&m->sigs[i], NULL);
-                signal(stop_signals[i], SIG_IGN);
+                signal(sf_cli_stop_signals[i], SIG_IGN);
         }
 }
 
@@ -229,10 +222,10 @@ int sf_cmd_attach(int argc, char **argv) {
                 sf_relay_run(&m.loop, m.relay);
                 goto out;
         }
-        for (size_t i = 0; i < N_STOP_SIGNALS; i++) {
+        for (size_t i = 0; i < SF_CLI_N_STOP_SIGNALS; i++) {
                 uv_signal_init(&m.loop, &m.sigs[i]);
                 m.sigs[i].data = &m;
-                uv_signal_start(&m.sigs[i], on_signal, stop_signals[i]);
+                uv_signal_start(&m.sigs[i], on_signal, sf_cli_stop_signals[i]);
         }
         sf_relay_run(&m.loop, m.relay);
         if (m.failed)

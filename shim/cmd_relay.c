@@ -19,15 +19,6 @@
 #include "shim/notify.h"
 #include "shim/privs.h"
 
-/* The signals that stop the relay, draining: SIGTERM and SIGINT; where the system has Ctrl+Break
- * (Windows) that too, and the console's closing, which libuv reports there as SIGHUP. */
-static const int stop_signals[] = {
-        SIGTERM, SIGINT,
-#ifdef SIGBREAK
-        SIGBREAK, SIGHUP,
-#endif
-};
-#define N_STOP_SIGNALS (sizeof stop_signals / sizeof stop_signals[0])
 /* Where the system has no SIGHUP of its own (Windows) a reload is a control-socket request only. */
 #ifdef SIGBREAK
 #define HAVE_RELOAD_SIGNAL 0
@@ -44,7 +35,7 @@ struct relay_main {
         bool control_old_timer_init;
         struct sf_cli_opts opts; /* read again by a reload */
         struct sf_conf *conf;    /* the one the relay runs */
-        uv_signal_t sigs[N_STOP_SIGNALS];
+        uv_signal_t sigs[SF_CLI_N_STOP_SIGNALS];
         uv_signal_t hup;
         int signals_seen;
         bool failed;
@@ -94,9 +85,9 @@ static void on_stopped(struct sf_relay *relay, void *data) {
         sf_sandbox_close();
         /* Closing the handles restores the default action: a late second SIGTERM would turn
          * the clean exit that is under way into a death by signal. */
-        for (size_t i = 0; i < N_STOP_SIGNALS; i++) {
+        for (size_t i = 0; i < SF_CLI_N_STOP_SIGNALS; i++) {
                 uv_close((uv_handle_t *)&m->sigs[i], NULL);
-                signal(stop_signals[i], SIG_IGN);
+                signal(sf_cli_stop_signals[i], SIG_IGN);
         }
 }
 
@@ -325,10 +316,10 @@ int sf_cmd_relay(int argc, char **argv) {
                 status = 1;
                 goto out;
         }
-        for (size_t i = 0; i < N_STOP_SIGNALS; i++) {
+        for (size_t i = 0; i < SF_CLI_N_STOP_SIGNALS; i++) {
                 uv_signal_init(&loop, &m.sigs[i]);
                 m.sigs[i].data = &m;
-                uv_signal_start(&m.sigs[i], on_signal, stop_signals[i]);
+                uv_signal_start(&m.sigs[i], on_signal, sf_cli_stop_signals[i]);
         }
         if (HAVE_RELOAD_SIGNAL) {
                 uv_signal_init(&loop, &m.hup);
