@@ -500,7 +500,7 @@ def test_preauth_budget_covers_link_handshakes(sc):
     wait_for(lambda: closed() == 8, what="eight of the ten silent connections evicted")
     links_before = e.host.text().count("shared link from %s" % CONT_IP)
     cont = sc.relay(["relay", "-F", "cont:unix:%s/container.sock=tcp:host.docker.internal:%d,auth=token,"
-                     "token-file=%s" % (e.d, PORT, e.token)], prefix=IN_NS)
+                     "token-file=%s,link=shared" % (e.d, PORT, e.token)], prefix=IN_NS)
     wait_for(lambda: "link to tcp:host.docker.internal:%d up" % PORT in cont.text(), what="the link up")
     c = connect(e.d + "/container.sock")
     c.sendall(b"ping")
