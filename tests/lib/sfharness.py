@@ -38,6 +38,9 @@ VALGRIND_STATUS = 99
 # "portable" (libuv streams, what macOS runs). Tests of one engine's mechanism check the other
 # engine's behaviour instead.
 ENGINE = os.environ.get("SF_ENGINE", "linux")
+# A sanitizer build (SF_SANITIZE, meson's b_sanitize): ASan keeps freed memory in quarantine, so
+# RSS is not judged there (as under memcheck); ASan finds leaks itself at exit.
+SANITIZED = os.environ.get("SF_SANITIZE", "none") not in ("", "none")
 # The link mode the suites run their auth = token forwards in (SF_LINK, set by meson for the
 # "-per-connection" twins of the suites): unset, the default (the shared link); "per-connection",
 # sockferry/1. Added to every -F spec and config section with auth = token that names none.

@@ -383,7 +383,8 @@ static size_t put_frame(uint8_t *at, uint8_t type, uint8_t flags, uint32_t sid, 
         uint8_t h[9] = { (uint8_t)(len >> 16), (uint8_t)(len >> 8), (uint8_t)len, type, flags,
                          (uint8_t)(sid >> 24), (uint8_t)(sid >> 16), (uint8_t)(sid >> 8), (uint8_t)sid };
         memcpy(at, h, sizeof h);
-        memcpy(at + 9, payload, len);
+        if (len) /* an empty frame's payload may be NULL, which memcpy may not take */
+                memcpy(at + 9, payload, len);
         return 9 + len;
 }
 
