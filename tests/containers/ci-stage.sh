@@ -381,7 +381,7 @@ k8s_run() { # NAME [docker run options...]: the container NAME of the pod, as th
         "$DOCKER" run --label sockferry-ci --network host "${flags[@]}" "$@" --entrypoint "${argv[0]}" "$image" "${argv[@]:1}"
 }
 k8s_run prepare --rm >"$W/prepare.log" 2>&1 || { cat "$W/prepare.log" >&2; fail "sidecar: the prepare container failed"; }
-expect "prepare: the token copy" "65532 400" "$(stat -c '%u %a' "$k/token-copy/token")"
+expect "prepare: the token copy" "65532 400" "$(stat -c '%u %a' "$k/token-copy/token/token")"
 # 755, or 2755: the new directory inherits the emptyDir's setgid bit (its files then get group
 # 65532); what matters is that only uid 65532 can change it.
 mode=$(stat -c '%u %a' "$k/sockets/sockets")
