@@ -142,8 +142,10 @@ def refused_promptly(path, seconds=5 * SLOW):
 
 
 def fds_back(r, before, what, timeout=10):
-    wait_for(lambda: r.fds() == before, timeout=timeout * SLOW,
-             what="%s fds back to %d (now %d)" % (what, before, r.fds()))
+    try:
+        wait_for(lambda: r.fds() == before, timeout=timeout * SLOW, what="%s fds back to %d" % (what, before))
+    except AssertionError as e:
+        raise AssertionError("%s; it holds %d:\n%s" % (e, r.fds(), r.fds_described())) from None
 
 
 # ---- restarts ---------------------------------------------------------------------------

@@ -460,6 +460,19 @@ class Relay:
     def fds(self):
         return len(os.listdir("/proc/%d/fd" % self.pid))
 
+    def fds_described(self):
+        """What the descriptors are, for a failure's message: each fd's target, and ss's line
+        for each of its sockets (state, addresses, queues)."""
+        lines = []
+        for fd in sorted(os.listdir("/proc/%d/fd" % self.pid), key=int):
+            try:
+                lines.append("%s -> %s" % (fd, os.readlink("/proc/%d/fd/%s" % (self.pid, fd))))
+            except OSError:
+                pass
+        ss = subprocess.run(["ss", "-anp"], capture_output=True, text=True).stdout
+        lines += [line for line in ss.splitlines() if "pid=%d," % self.pid in line]
+        return "\n".join(lines)
+
     def status(self, key):
         with open("/proc/%d/status" % self.pid) as f:
             for line in f:

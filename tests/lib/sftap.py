@@ -58,6 +58,10 @@ class Tap:
             self._print("not ok %d - %s" % (self.n, desc))
             if str(diag):
                 self.comment(diag)
+            # meson's --print-errorlogs shows a failed test's stderr, not its TAP comments:
+            # the reason reaches CI's log too.
+            sys.stderr.write("not ok %d - %s\n%s\n" % (self.n, desc, diag))
+            sys.stderr.flush()
         return cond
 
     def skip(self, desc, reason):
