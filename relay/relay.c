@@ -339,16 +339,9 @@ void sf_relay_stream_new(struct sf_relay *relay, struct sf_mux_stream *s, const 
                 sf_mux_stream_close(s);
                 return;
         }
-        if (f->stats.active >= f->conf->max_conns || !f->listen_started) {
-                snprintf(why, sizeof why, f->listen_started ? "[%s] serves max-conns = %u connections already"
-                                                           : "the host side is stopping ([%s])",
-                         f->conf->name, f->conf->max_conns);
-                sf_fwd_note_error(f, &f->stats.err_other, why);
-                sf_mux_stream_refuse(s, SF_MUX_BUSY, why);
-                sf_mux_stream_close(s);
-                return;
-        }
-        sf_conn_new_stream(f, s, probe);
+        char label[SF_MUX_SERVICE_MAX + 16];
+        snprintf(label, sizeof label, "[%s]", f->conf->name);
+        sf_conn_new_stream(f, s, probe, label);
 }
 
 /* Runs body with f set to every forward, the current ones and those a reload retired (body may

@@ -439,7 +439,21 @@ void sf_conn_move(struct sf_conn *c, struct sf_fwd *to) {
         sf_fwd_conn_gone(from);
 }
 
-int sf_conn_new_stream(struct sf_fwd *fwd, struct sf_mux_stream *s, bool probe) {
+int sf_conn_new_stream(struct sf_fwd *fwd, struct sf_mux_stream *s, bool probe, const char *label) {
+        /* Connections still in their handshake do not count: a flood of them must not keep an
+         * authenticated link's streams out (the pre-auth budget bounds them on its own). */
+        if (fwd->stats.active - fwd->preauth.all.n >= fwd->conf->max_conns || !fwd->listen_started) {
+                char why[SF_MUX_REASON_MAX + 1];
+                if (fwd->listen_started)
+                        snprintf(why, sizeof why, "%s serves max-conns = %u connections already", label,
+                                 fwd->conf->max_conns);
+                else
+                        snprintf(why, sizeof why, "the host side is stopping (%s)", label);
+                sf_fwd_note_error(fwd, &fwd->stats.err_other, why);
+                sf_mux_stream_refuse(s, SF_MUX_BUSY, why);
+                sf_mux_stream_close(s);
+                return -EBUSY;
+        }
         struct sf_conn *c = calloc(1, sizeof *c);
         if (!c) {
                 sf_mux_stream_refuse(s, SF_MUX_UPSTREAM_UNAVAILABLE, "out of memory on the host");

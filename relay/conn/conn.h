@@ -14,9 +14,11 @@ int sf_conn_new(struct sf_fwd *fwd, struct sf_incoming *in);
 void sf_conn_close(struct sf_conn *c, const char *reason);
 /* A host relay's connection for a stream of a shared link (the stream is its client side),
  * dialling fwd's candidates now; probe: tell the stream whether the upstream answers, then
- * end. Takes ownership of s: on failure it is refused and closed. */
+ * end. A forward at max-conns or stopping refuses the stream as busy, in words that name it
+ * by label ("service docker", "[docker]"). Takes ownership of s: on failure it is refused and
+ * closed. 0, -EBUSY or -ENOMEM. */
 struct sf_mux_stream;
-int sf_conn_new_stream(struct sf_fwd *fwd, struct sf_mux_stream *s, bool probe);
+int sf_conn_new_stream(struct sf_fwd *fwd, struct sf_mux_stream *s, bool probe, const char *label);
 /* A host relay's shared links that a listener (fwd, the owner of its services) accepted:
  * drain takes no new streams on them (GOAWAY), close ends them. */
 void sf_conn_links_drain(struct sf_fwd *fwd);

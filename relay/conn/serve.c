@@ -41,18 +41,9 @@ static void srv_stream_new(void *owner, struct sf_link *l, struct sf_mux_stream 
                 sf_mux_stream_close(s);
                 return;
         }
-        /* Connections still in their handshake do not count: a flood of them must not keep an
-         * authenticated link's streams out (the pre-auth budget bounds them on its own). */
-        if (f->stats.active - f->preauth.all.n >= f->conf->max_conns || !f->listen_started) {
-                snprintf(why, sizeof why, f->listen_started ? "service %s serves max-conns = %u connections already"
-                                                           : "the host relay is stopping (service %s)",
-                         f->conf->service, f->conf->max_conns);
-                sf_fwd_note_error(f, &f->stats.err_other, why);
-                sf_mux_stream_refuse(s, SF_MUX_BUSY, why);
-                sf_mux_stream_close(s);
-                return;
-        }
-        sf_conn_new_stream(f, s, probe);
+        char label[SF_MUX_SERVICE_MAX + 16];
+        snprintf(label, sizeof label, "service %s", f->conf->service);
+        sf_conn_new_stream(f, s, probe, label);
 }
 
 static void srv_link_free(struct sf_srv_link *sl) {
