@@ -44,7 +44,7 @@ class Env:
                               "token-file=%s%s" % (self.d, PORT, cont_token or self.token, cont_extra)],
                              prefix=IN_NS)
         if host_relay and not host_token and not cont_token:
-            wait_link_up(PORT, prefix=IN_NS)
+            wait_link_up(PORT, prefix=IN_NS, host=self.host)
 
     def keygen(self, name):
         return keygen(self.d, name)

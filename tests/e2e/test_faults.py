@@ -75,11 +75,11 @@ class Pair:
             "-F", "cont:unix:%s/cont.sock=tcp:127.0.0.1:%d,auth=token,token-file=%s,connect-timeout=%s%s"
             % (d, self.port, self.token, connect_timeout, cont_extra)])
         self.sock = d + "/cont.sock"
-        wait_link_up(self.port)
+        wait_link_up(self.port, host=self.host)
 
     def restart_host(self):
         self.host = self.sc.relay(["relay"] + self.host_args)
-        wait_link_up(self.port)
+        wait_link_up(self.port, host=self.host)
 
 
 def echo_once(path, data=b"ping", timeout=5):
