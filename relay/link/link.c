@@ -19,7 +19,10 @@
 #define READ_BUF SF_BUF_SIZE
 /* One write at a time, of at most this much: the mux frames the next bytes only once the
  * last ones were taken, so what waits to go out stays in the streams' own buffers, bounded. */
-#define WRITE_BUF (256 * 1024)
+#define WRITE_BUF SF_BUF_SIZE
+/* A frame of at least this much is written from where the mux holds it; smaller ones are
+ * copied together into one write. */
+#define DIRECT_MIN (16 * 1024)
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 5000
 /* A ping unanswered for this many keepalive periods ends the link. */
@@ -291,27 +294,73 @@ static void on_written(uv_write_t *req, int status) {
         flush(l);
 }
 
-static void flush(struct sf_link *l) {
-        if (!l->mux || !l->t || l->writing || l->closing)
-                return;
-        char why[200];
-        ssize_t n = sf_mux_output(l->mux, l->out, SF_BUF_SIZE < WRITE_BUF ? SF_BUF_SIZE : WRITE_BUF, why, sizeof why);
-        if (n < 0) {
-                link_down(l, why);
-                return;
-        }
-        if (n == 0)
-                return;
+/* Queues what the socket did not take at once; the next bytes wait for its callback. */
+static void write_queued(struct sf_link *l, size_t off, size_t n) {
         l->bytes_out += (uint64_t)n;
-        uv_buf_t b = uv_buf_init((char *)l->out, (unsigned)n);
+        uv_buf_t b = uv_buf_init((char *)l->out + off, (unsigned)n);
         l->write_req.data = l;
         int r = uv_write(&l->write_req, wr_of(l), &b, 1, on_written);
         if (r < 0) {
+                char why[200];
                 snprintf(why, sizeof why, "writing to it: %s", uv_strerror(r));
                 link_down(l, why);
                 return;
         }
         l->writing = true;
+}
+
+/* Small frames (headers, window updates, the DATA of interactive streams) are gathered in
+ * l->out, so that one write carries every stream's; a large one goes straight from the mux's
+ * memory, in the same write, without a copy. What the socket takes at once needs no write
+ * request (nor the loop turn of its callback); once it is full, the rest is copied to l->out
+ * and goes through one uv_write, and the next bytes wait for it. */
+static void flush(struct sf_link *l) {
+        if (!l->mux || !l->t || l->writing || l->closing)
+                return;
+        char why[200];
+        size_t staged = 0;
+        for (;;) {
+                const uint8_t *p;
+                ssize_t n = sf_mux_output_peek(l->mux, &p, why, sizeof why);
+                if (n < 0) {
+                        link_down(l, why);
+                        return;
+                }
+                if (n > 0 && (size_t)n < DIRECT_MIN && staged + (size_t)n <= WRITE_BUF) {
+                        memcpy(l->out + staged, p, (size_t)n);
+                        sf_mux_output_advance(l->mux, (size_t)n);
+                        staged += (size_t)n;
+                        continue;
+                }
+                if (!staged && !n)
+                        return;
+                uv_buf_t b[2] = { uv_buf_init((char *)l->out, (unsigned)staged), uv_buf_init((char *)p, (unsigned)n) };
+                uv_buf_t *first = staged ? b : b + 1;
+                unsigned nb = (staged ? 1 : 0) + (n ? 1 : 0);
+                int w = uv_try_write(wr_of(l), first, nb);
+                /* Not now (EAGAIN), or not this way (a transport without it): uv_write takes
+                 * it, and reports a real error in its callback. */
+                size_t done = w > 0 ? (size_t)w : 0;
+                if (done < staged) {
+                        l->bytes_out += done;
+                        write_queued(l, done, staged - done);
+                        return;
+                }
+                l->bytes_out += done;
+                done -= staged;
+                staged = 0;
+                sf_mux_output_advance(l->mux, done);
+                if (done < (size_t)n) {
+                        ssize_t k = sf_mux_output(l->mux, l->out, WRITE_BUF, why, sizeof why);
+                        if (k < 0)
+                                link_down(l, why);
+                        else if (k > 0)
+                                write_queued(l, 0, (size_t)k);
+                        return;
+                }
+                if (n == 0)
+                        return;
+        }
 }
 
 static void mux_stream_new(void *owner, struct sf_mux_stream *s, const char *service, bool by_default, bool probe) {

@@ -507,23 +507,39 @@ int sf_mux_input(struct sf_mux *m, const uint8_t *data, size_t len, char *why, s
         return 0;
 }
 
-ssize_t sf_mux_output(struct sf_mux *m, uint8_t *buf, size_t cap, char *why, size_t why_cap) {
+/* The session ended for the peer's protocol error and everything up to its GOAWAY is out. */
+static bool terminated_out(struct sf_mux *m, char *why, size_t why_cap) {
         if (m->terminated && !m->left_len && !nghttp2_session_want_write(m->ng)) {
                 snprintf(why, why_cap, "%s", m->why);
+                return true;
+        }
+        return false;
+}
+
+/* Refills m->left from nghttp2 when it is empty: 0 when there is nothing to send, 1, or
+ * -EPROTO. */
+static int refill(struct sf_mux *m, char *why, size_t why_cap) {
+        if (m->left_len)
+                return 1;
+        ssize_t r = nghttp2_session_mem_send(m->ng, &m->left);
+        if (r < 0) {
+                snprintf(why, why_cap, "%s", nghttp2_strerror((int)r));
                 return -EPROTO;
         }
+        m->left_len = (size_t)r;
+        return r > 0;
+}
+
+ssize_t sf_mux_output(struct sf_mux *m, uint8_t *buf, size_t cap, char *why, size_t why_cap) {
+        if (terminated_out(m, why, why_cap))
+                return -EPROTO;
         size_t n = 0;
         while (n < cap) {
-                if (!m->left_len) {
-                        ssize_t r = nghttp2_session_mem_send(m->ng, &m->left);
-                        if (r < 0) {
-                                snprintf(why, why_cap, "%s", nghttp2_strerror((int)r));
-                                return -EPROTO;
-                        }
-                        if (r == 0)
-                                break;
-                        m->left_len = (size_t)r;
-                }
+                int r = refill(m, why, why_cap);
+                if (r < 0)
+                        return r;
+                if (r == 0)
+                        break;
                 size_t k = m->left_len < cap - n ? m->left_len : cap - n;
                 memcpy(buf + n, m->left, k);
                 m->left += k;
@@ -532,6 +548,25 @@ ssize_t sf_mux_output(struct sf_mux *m, uint8_t *buf, size_t cap, char *why, siz
         }
         dispatch(m);
         return (ssize_t)n;
+}
+
+ssize_t sf_mux_output_peek(struct sf_mux *m, const uint8_t **p, char *why, size_t why_cap) {
+        if (terminated_out(m, why, why_cap))
+                return -EPROTO;
+        int r = refill(m, why, why_cap);
+        if (r < 0)
+                return r;
+        /* Streams that have room again (their bytes were framed) hear of it now. */
+        dispatch(m);
+        *p = m->left;
+        return r ? (ssize_t)m->left_len : 0;
+}
+
+void sf_mux_output_advance(struct sf_mux *m, size_t n) {
+        if (n > m->left_len)
+                n = m->left_len;
+        m->left += n;
+        m->left_len -= n;
 }
 
 bool sf_mux_wants_output(const struct sf_mux *m) {
@@ -692,7 +727,29 @@ ssize_t sf_mux_stream_recv(struct sf_mux_stream *s, void *buf, size_t n) {
         return -1;
 }
 
-ssize_t sf_mux_stream_send(struct sf_mux_stream *s, const void *buf, size_t n) {
+ssize_t sf_mux_stream_recv_buf(struct sf_mux_stream *s, struct sf_bufpool *pool, char **buf, uint32_t *off) {
+        size_t have = s->in_len - s->in_off;
+        if (have && pool == s->pool) {
+                /* The caller's buffer is empty: it goes back to the pool, and the stream holds
+                 * none until bytes come again. */
+                sf_bufpool_put(pool, *buf);
+                *buf = s->in;
+                *off = s->in_off;
+                s->in = NULL;
+                s->in_off = s->in_len = 0;
+                consume(s, have);
+                return (ssize_t)have;
+        }
+        *off = 0;
+        if (have && !*buf && !(*buf = sf_bufpool_get(pool))) {
+                errno = ENOMEM;
+                return -1;
+        }
+        return sf_mux_stream_recv(s, *buf, SF_BUF_SIZE);
+}
+
+/* Why a send fails now: -1 with errno, or 0. */
+static int send_check(const struct sf_mux_stream *s) {
         if (s->err) {
                 errno = s->err == ECONNREFUSED ? ECONNRESET : s->err;
                 return -1;
@@ -701,6 +758,61 @@ ssize_t sf_mux_stream_send(struct sf_mux_stream *s, const void *buf, size_t n) {
                 errno = EPIPE;
                 return -1;
         }
+        return 0;
+}
+
+/* New bytes in s->out: its data source goes on. */
+static void sent(struct sf_mux_stream *s) {
+        if (s->deferred) {
+                s->deferred = false;
+                nghttp2_session_resume_data(s->m->ng, s->id);
+        }
+        want_output(s->m);
+}
+
+int sf_mux_stream_send_space(struct sf_mux_stream *s, char **p, size_t *room) {
+        if (send_check(s) < 0)
+                return -1;
+        if (s->out_off == s->out_len)
+                s->out_off = s->out_len = 0;
+        if (!s->out && !(s->out = sf_bufpool_get(s->m->pool))) {
+                errno = ENOMEM;
+                return -1;
+        }
+        *p = s->out + s->out_len;
+        *room = SF_BUF_SIZE - s->out_len;
+        return 0;
+}
+
+bool sf_mux_stream_has_room(struct sf_mux_stream *s, size_t min) {
+        if (s->err || s->shut || !s->m || s->ng_closed)
+                return true; /* a send says why not */
+        if (s->out_off == s->out_len)
+                s->out_off = s->out_len = 0;
+        uint32_t pending = s->out_len - s->out_off;
+        if (SF_BUF_SIZE - s->out_len < min && s->out_off && pending <= SF_BUF_SIZE / 8) {
+                /* Little waits, far in: a small move frees the buffer. */
+                memmove(s->out, s->out + s->out_off, pending);
+                s->out_off = 0;
+                s->out_len = pending;
+        }
+        if (SF_BUF_SIZE - s->out_len >= min)
+                return true;
+        s->out_blocked = true;
+        return false;
+}
+
+void sf_mux_stream_commit(struct sf_mux_stream *s, size_t n) {
+        s->out_len += (uint32_t)n;
+        if (s->out_off == s->out_len)
+                buf_release(s, &s->out, &s->out_off, &s->out_len);
+        else if (n)
+                sent(s);
+}
+
+ssize_t sf_mux_stream_send(struct sf_mux_stream *s, const void *buf, size_t n) {
+        if (send_check(s) < 0)
+                return -1;
         if (s->out_off == s->out_len)
                 s->out_off = s->out_len = 0;
         if (!s->out && !(s->out = sf_bufpool_get(s->m->pool))) {
@@ -720,11 +832,7 @@ ssize_t sf_mux_stream_send(struct sf_mux_stream *s, const void *buf, size_t n) {
         }
         memcpy(s->out + s->out_len, buf, k);
         s->out_len += (uint32_t)k;
-        if (s->deferred) {
-                s->deferred = false;
-                nghttp2_session_resume_data(s->m->ng, s->id);
-        }
-        want_output(s->m);
+        sent(s);
         return (ssize_t)k;
 }
 
