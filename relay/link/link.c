@@ -39,6 +39,11 @@ struct transport {
         uv_close_cb close_cb; /* frees a handle; NULL: free() */
         struct sf_link *l;
         unsigned closing; /* handles whose close callback is due */
+        /* rd read from the relay's epoll set (the Linux engine), else with uv_read_start. Here
+         * rather than in the link: an event of the current batch may still name it after a
+         * drop, and the transport lives until its close callback, after the batch. */
+        struct sf_reader rdr;
+        bool rd_hup; /* its peer shut down or failed: read on to the end, no edge follows */
 };
 
 struct sf_link {
@@ -164,6 +169,7 @@ static struct transport *transport_new(struct sf_link *l, uv_stream_t *rd, uv_st
         t->rd = rd;
         t->wr = wr;
         t->l = l;
+        t->rdr.fd = -1;
         rd->data = wr->data = t;
         return t;
 }
@@ -175,6 +181,8 @@ static void transport_drop(struct sf_link *l) {
                 return;
         l->t = NULL;
         l->writing = false;
+        if (l->p->eng)
+                sf_reader_stop(l->p->eng, &t->rdr);
         l->handles++;
         t->closing = t->wr != t->rd ? 2 : 1;
         uv_close((uv_handle_t *)t->rd, on_transport_closed);
@@ -476,13 +484,8 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
         *buf = uv_buf_init(l->in, READ_BUF);
 }
 
-static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
-        struct transport *t = s->data;
-        struct sf_link *l = t->l;
-        if (!l || l->t != t || l->closing)
-                return;
-        if (n == 0 || n == UV_ENOBUFS)
-                return;
+/* What a read of the transport gave: n bytes in l->in, or a libuv error (UV_EOF). */
+static void link_read(struct sf_link *l, ssize_t n) {
         if (n < 0) {
                 char why[200];
                 if (n == UV_EOF)
@@ -503,12 +506,51 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
         }
         l->bytes_in += (uint64_t)n;
         if (l->phase == PH_MUX)
-                mux_input(l, (const uint8_t *)buf->base, (size_t)n);
+                mux_input(l, (const uint8_t *)l->in, (size_t)n);
         else
-                handshake_input(l, (const uint8_t *)buf->base, (size_t)n);
+                handshake_input(l, (const uint8_t *)l->in, (size_t)n);
+}
+
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
+        (void)buf;
+        struct transport *t = s->data;
+        struct sf_link *l = t->l;
+        if (!l || l->t != t || l->closing)
+                return;
+        if (n == 0 || n == UV_ENOBUFS)
+                return;
+        link_read(l, n);
+}
+
+/* Reads a busy link may take in one go before the other connections get their turn. */
+#define READS_PER_TURN 8
+
+/* Readable (edge-triggered): read until a short read emptied it (bytes that come later raise
+ * a new edge) or to the end, or go on in a deferred call. */
+static void on_readable(struct sf_ev *ev, uint32_t events) {
+        struct transport *t = (struct transport *)((char *)ev - offsetof(struct transport, rdr.ev));
+        struct sf_link *l = t->l;
+        if (events & (SF_EV_RDHUP | SF_EV_HUP | SF_EV_ERR))
+                t->rd_hup = true;
+        for (int i = 0; i < READS_PER_TURN; i++) {
+                if (l->t != t || l->closing)
+                        return;
+                ssize_t n = sf_reader_read(&t->rdr, l->in, READ_BUF);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+                        return;
+                link_read(l, n > 0 ? n : n == 0 ? UV_EOF : uv_translate_sys_error(errno));
+                if (n <= 0 || ((size_t)n < READ_BUF && !t->rd_hup))
+                        return;
+        }
+        if (l->t == t && !l->closing)
+                sf_engine_defer(l->p->eng, &t->rdr.ev);
 }
 
 static int read_start(struct sf_link *l) {
+        if (l->p->eng && sf_reader_start(l->p->eng, &l->t->rdr, rd_of(l), on_readable) == 0)
+                return 0;
         return uv_read_start(rd_of(l), on_alloc, on_read);
 }
 
