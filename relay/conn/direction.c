@@ -118,6 +118,10 @@ void sf_side_yield(struct sf_conn *c) {
 
 /* ---- a direction ------------------------------------------------------------------------ */
 
+/* Bytes for a stream are read into its own send buffer while it has this much room; with
+ * less, into the direction's buffer, whose flush waits until the stream takes them. */
+#define SPACE_MIN (16 * 1024)
+
 void sf_dir_release(struct sf_conn *c, int from) {
         struct dir *d = &c->dir[from];
         sf_bufpool_put(c->fwd->pool, d->buf);
@@ -175,6 +179,11 @@ int sf_dir_flush(struct sf_conn *c, int from) {
         return 0;
 }
 
+bool sf_dir_room(struct sf_conn *c, int from) {
+        struct sf_mux_stream *to = c->stream[1 - from];
+        return c->state != ST_RELAYING || c->greeting_check || !to || sf_mux_stream_has_room(to, SPACE_MIN);
+}
+
 ssize_t sf_dir_read_some(struct sf_conn *c, int from) {
         struct dir *d = &c->dir[from];
         if (d->off == d->len)
@@ -190,11 +199,39 @@ ssize_t sf_dir_read_some(struct sf_conn *c, int from) {
                 d->copy_only = true;
                 sf_sock_pipe_put(c->fwd->eng, &d->pipe, 0);
         }
+        /* Only while relaying: before, the handshake takes its frames from the buffer, and the
+         * first bytes of an upstream with greeting_check are looked at there first. */
+        bool plain = c->state == ST_RELAYING && !c->greeting_check && !d->len && !d->held;
+        if (plain && c->stream[from]) {
+                /* The stream's buffer comes over whole: no copy. */
+                ssize_t n = sf_mux_stream_recv_buf(c->stream[from], c->fwd->pool, &d->buf, &d->off);
+                if (n > 0) {
+                        d->len = d->off + (uint32_t)n;
+                        /* It holds nothing more: its next bytes raise a new event. */
+                        if (!c->rdhup[from])
+                                c->rd[from] = false;
+                }
+                return n;
+        }
+        char *space;
+        size_t room;
+        if (plain && c->stream[1 - from] && sf_mux_stream_send_space(c->stream[1 - from], &space, &room) == 0) {
+                if (room >= SPACE_MIN) {
+                        /* Read straight into the stream's send buffer: no copy, and nothing
+                         * left to flush. */
+                        ssize_t n = sf_side_recv(c, from, space, room);
+                        sf_mux_stream_commit(c->stream[1 - from], n > 0 ? (size_t)n : 0);
+                        if (n > 0 && (size_t)n < room && !c->rdhup[from])
+                                c->rd[from] = false;
+                        return n;
+                }
+                sf_mux_stream_commit(c->stream[1 - from], 0);
+        }
         if (!d->buf && !(d->buf = sf_bufpool_get(c->fwd->pool))) {
                 errno = ENOMEM;
                 return -1;
         }
-        size_t room = SF_BUF_SIZE - d->len;
+        room = SF_BUF_SIZE - d->len;
         ssize_t n = sf_side_recv(c, from, d->buf + d->len, room);
         if (n > 0) {
                 d->len += (uint32_t)n;

@@ -16,6 +16,8 @@ static int pump(struct sf_conn *c, int from) {
                         sf_side_yield(c);
                         return 0;
                 }
+                if (!sf_dir_room(c, from))
+                        break;
                 int r = sf_dir_read(c, from);
                 if (r < 0)
                         return r;

@@ -346,6 +346,10 @@ void sf_side_yield(struct sf_conn *c);
 /* direction.c: a direction (dir[from], bytes read from side `from`). */
 /* One read into the pipe (bulk) or after what the buffer holds. n, 0 at EOF, -1 with errno. */
 ssize_t sf_dir_read_some(struct sf_conn *c, int from);
+/* Whether a read from side from has somewhere to go now: while relaying to a stream whose
+ * send buffer is full it waits for the stream's room (SF_MUX_EV_OUT follows), rather than read
+ * into the direction's buffer only to copy it later. */
+bool sf_dir_room(struct sf_conn *c, int from);
 /* read_some with what follows it: bytes counted, the EOF noted, readiness cleared on EAGAIN.
  * 1 when bytes or the EOF came, 0 when nothing did, -errno. */
 int sf_dir_read(struct sf_conn *c, int from);

@@ -22,6 +22,11 @@
  *                     sf_watch_stop(e, w, listener), sf_watch_handle(w) (a libuv handle the
  *                     owner closes before the descriptor, or NULL), sf_watch_accept(e, w,
  *                     listener, &incoming) (0, -EAGAIN when nobody waits, or -errno).
+ *   struct sf_reader  a libuv stream the relay reads itself: sf_reader_start(e, r, stream, cb)
+ *                     (0, or -ENOTSUP: read it with uv_read_start; the portable engine always
+ *                     says so), cb(ev, SF_EV_*) on readability (edge-triggered: read until
+ *                     EAGAIN, or defer r->ev to go on), sf_reader_read(r, buf, n),
+ *                     sf_reader_stop(e, r) before the stream is closed.
  *   struct sf_incoming an accepted connection until a sf_sock adopts it:
  *                     sf_incoming_close(e, in), sf_incoming_cred(in, &uid, &gid, &pid),
  *                     sf_incoming_trusted(in, who, cap, allowed, cap) (the system's own rule

@@ -40,6 +40,11 @@ int sf_evset_add_listener(struct sf_evset *s, int fd, struct sf_ev *ev) {
         return epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &e) < 0 ? -errno : 0;
 }
 
+int sf_evset_add_reader(struct sf_evset *s, int fd, struct sf_ev *ev) {
+        struct epoll_event e = { .events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.ptr = ev };
+        return epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &e) < 0 ? -errno : 0;
+}
+
 int sf_evset_del(struct sf_evset *s, int fd) {
         return epoll_ctl(s->epfd, EPOLL_CTL_DEL, fd, NULL) < 0 ? -errno : 0;
 }

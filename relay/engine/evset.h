@@ -29,6 +29,8 @@ int sf_evset_add(struct sf_evset *s, int fd, struct sf_ev *ev);
 /* Watches a listening socket for input, level-triggered: a burst left in the backlog after one
  * batch of accepts is reported again. 0 or -errno. */
 int sf_evset_add_listener(struct sf_evset *s, int fd, struct sf_ev *ev);
+/* Edge-triggered readability alone (a libuv stream whose reads the relay does itself). */
+int sf_evset_add_reader(struct sf_evset *s, int fd, struct sf_ev *ev);
 /* Stops watching fd (which stays open). 0 or -errno. */
 int sf_evset_del(struct sf_evset *s, int fd);
 /* Calls ev->cb(ev, 0) from the loop soon, once, after what is pending now: for work left

@@ -134,6 +134,38 @@ static inline bool sf_incoming_trusted(const struct sf_incoming *in, char *who, 
         return true;
 }
 
+/* A libuv stream read from the relay's own epoll set (the shared link's transport): a read
+ * costs no libuv turn. libuv keeps writing it and closing it. */
+struct sf_reader {
+        struct sf_ev ev;
+        int fd; /* -1 while not watched */
+};
+
+static inline int sf_reader_start(struct sf_engine *e, struct sf_reader *r, uv_stream_t *s, sf_ev_cb cb) {
+        uv_os_fd_t fd;
+        r->fd = -1;
+        if (!e->open || uv_fileno((const uv_handle_t *)s, &fd) < 0)
+                return -ENOTSUP;
+        r->ev.cb = cb;
+        int rc = sf_evset_add_reader(&e->ev, fd, &r->ev);
+        if (rc == 0)
+                r->fd = fd;
+        return rc;
+}
+
+/* Before the stream is closed. Safe when not started. */
+static inline void sf_reader_stop(struct sf_engine *e, struct sf_reader *r) {
+        if (r->fd < 0)
+                return;
+        sf_evset_cancel(&e->ev, &r->ev);
+        sf_evset_del(&e->ev, r->fd);
+        r->fd = -1;
+}
+
+static inline ssize_t sf_reader_read(struct sf_reader *r, void *buf, size_t n) {
+        return read(r->fd, buf, n);
+}
+
 static inline uv_handle_t *sf_watch_handle(struct sf_watch *w) {
         (void)w;
         return NULL;

@@ -92,6 +92,34 @@ void sf_incoming_close(struct sf_engine *e, struct sf_incoming *in);
 int sf_incoming_cred(const struct sf_incoming *in, uid_t *uid, gid_t *gid, pid_t *pid);
 bool sf_incoming_trusted(const struct sf_incoming *in, char *who, size_t who_cap, char *allowed, size_t allowed_cap);
 
+/* Streams are read by libuv here: sf_reader_start says -ENOTSUP and its owner reads with
+ * uv_read_start (the Linux engine reads some streams from its own epoll set). */
+struct sf_reader {
+        struct sf_ev ev;
+        int fd;
+};
+
+static inline int sf_reader_start(struct sf_engine *e, struct sf_reader *r, uv_stream_t *s, sf_ev_cb cb) {
+        (void)e;
+        (void)s;
+        (void)cb;
+        r->fd = -1;
+        return -ENOTSUP;
+}
+
+static inline void sf_reader_stop(struct sf_engine *e, struct sf_reader *r) {
+        (void)e;
+        (void)r;
+}
+
+static inline ssize_t sf_reader_read(struct sf_reader *r, void *buf, size_t n) {
+        (void)r;
+        (void)buf;
+        (void)n;
+        errno = ENOTSUP;
+        return -1;
+}
+
 void sf_sock_init(struct sf_sock *s, sf_ev_cb cb);
 int sf_sock_adopt(struct sf_engine *e, struct sf_sock *s, struct sf_incoming *in, int family);
 int sf_sock_connect(struct sf_engine *e, struct sf_sock *s, const struct sockaddr *addr, socklen_t len,

@@ -19,7 +19,10 @@
 #define READ_BUF SF_BUF_SIZE
 /* One write at a time, of at most this much: the mux frames the next bytes only once the
  * last ones were taken, so what waits to go out stays in the streams' own buffers, bounded. */
-#define WRITE_BUF (256 * 1024)
+#define WRITE_BUF SF_BUF_SIZE
+/* A frame of at least this much is written from where the mux holds it; smaller ones are
+ * copied together into one write. */
+#define DIRECT_MIN (16 * 1024)
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 5000
 /* A ping unanswered for this many keepalive periods ends the link. */
@@ -36,6 +39,11 @@ struct transport {
         uv_close_cb close_cb; /* frees a handle; NULL: free() */
         struct sf_link *l;
         unsigned closing; /* handles whose close callback is due */
+        /* rd read from the relay's epoll set (the Linux engine), else with uv_read_start. Here
+         * rather than in the link: an event of the current batch may still name it after a
+         * drop, and the transport lives until its close callback, after the batch. */
+        struct sf_reader rdr;
+        bool rd_hup; /* its peer shut down or failed: read on to the end, no edge follows */
 };
 
 struct sf_link {
@@ -161,6 +169,7 @@ static struct transport *transport_new(struct sf_link *l, uv_stream_t *rd, uv_st
         t->rd = rd;
         t->wr = wr;
         t->l = l;
+        t->rdr.fd = -1;
         rd->data = wr->data = t;
         return t;
 }
@@ -172,6 +181,8 @@ static void transport_drop(struct sf_link *l) {
                 return;
         l->t = NULL;
         l->writing = false;
+        if (l->p->eng)
+                sf_reader_stop(l->p->eng, &t->rdr);
         l->handles++;
         t->closing = t->wr != t->rd ? 2 : 1;
         uv_close((uv_handle_t *)t->rd, on_transport_closed);
@@ -291,27 +302,73 @@ static void on_written(uv_write_t *req, int status) {
         flush(l);
 }
 
-static void flush(struct sf_link *l) {
-        if (!l->mux || !l->t || l->writing || l->closing)
-                return;
-        char why[200];
-        ssize_t n = sf_mux_output(l->mux, l->out, SF_BUF_SIZE < WRITE_BUF ? SF_BUF_SIZE : WRITE_BUF, why, sizeof why);
-        if (n < 0) {
-                link_down(l, why);
-                return;
-        }
-        if (n == 0)
-                return;
+/* Queues what the socket did not take at once; the next bytes wait for its callback. */
+static void write_queued(struct sf_link *l, size_t off, size_t n) {
         l->bytes_out += (uint64_t)n;
-        uv_buf_t b = uv_buf_init((char *)l->out, (unsigned)n);
+        uv_buf_t b = uv_buf_init((char *)l->out + off, (unsigned)n);
         l->write_req.data = l;
         int r = uv_write(&l->write_req, wr_of(l), &b, 1, on_written);
         if (r < 0) {
+                char why[200];
                 snprintf(why, sizeof why, "writing to it: %s", uv_strerror(r));
                 link_down(l, why);
                 return;
         }
         l->writing = true;
+}
+
+/* Small frames (headers, window updates, the DATA of interactive streams) are gathered in
+ * l->out, so that one write carries every stream's; a large one goes straight from the mux's
+ * memory, in the same write, without a copy. What the socket takes at once needs no write
+ * request (nor the loop turn of its callback); once it is full, the rest is copied to l->out
+ * and goes through one uv_write, and the next bytes wait for it. */
+static void flush(struct sf_link *l) {
+        if (!l->mux || !l->t || l->writing || l->closing)
+                return;
+        char why[200];
+        size_t staged = 0;
+        for (;;) {
+                const uint8_t *p;
+                ssize_t n = sf_mux_output_peek(l->mux, &p, why, sizeof why);
+                if (n < 0) {
+                        link_down(l, why);
+                        return;
+                }
+                if (n > 0 && (size_t)n < DIRECT_MIN && staged + (size_t)n <= WRITE_BUF) {
+                        memcpy(l->out + staged, p, (size_t)n);
+                        sf_mux_output_advance(l->mux, (size_t)n);
+                        staged += (size_t)n;
+                        continue;
+                }
+                if (!staged && !n)
+                        return;
+                uv_buf_t b[2] = { uv_buf_init((char *)l->out, (unsigned)staged), uv_buf_init((char *)p, (unsigned)n) };
+                uv_buf_t *first = staged ? b : b + 1;
+                unsigned nb = (staged ? 1 : 0) + (n ? 1 : 0);
+                int w = uv_try_write(wr_of(l), first, nb);
+                /* Not now (EAGAIN), or not this way (a transport without it): uv_write takes
+                 * it, and reports a real error in its callback. */
+                size_t done = w > 0 ? (size_t)w : 0;
+                if (done < staged) {
+                        l->bytes_out += done;
+                        write_queued(l, done, staged - done);
+                        return;
+                }
+                l->bytes_out += done;
+                done -= staged;
+                staged = 0;
+                sf_mux_output_advance(l->mux, done);
+                if (done < (size_t)n) {
+                        ssize_t k = sf_mux_output(l->mux, l->out, WRITE_BUF, why, sizeof why);
+                        if (k < 0)
+                                link_down(l, why);
+                        else if (k > 0)
+                                write_queued(l, 0, (size_t)k);
+                        return;
+                }
+                if (n == 0)
+                        return;
+        }
 }
 
 static void mux_stream_new(void *owner, struct sf_mux_stream *s, const char *service, bool by_default, bool probe) {
@@ -427,13 +484,8 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
         *buf = uv_buf_init(l->in, READ_BUF);
 }
 
-static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
-        struct transport *t = s->data;
-        struct sf_link *l = t->l;
-        if (!l || l->t != t || l->closing)
-                return;
-        if (n == 0 || n == UV_ENOBUFS)
-                return;
+/* What a read of the transport gave: n bytes in l->in, or a libuv error (UV_EOF). */
+static void link_read(struct sf_link *l, ssize_t n) {
         if (n < 0) {
                 char why[200];
                 if (n == UV_EOF)
@@ -454,12 +506,51 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
         }
         l->bytes_in += (uint64_t)n;
         if (l->phase == PH_MUX)
-                mux_input(l, (const uint8_t *)buf->base, (size_t)n);
+                mux_input(l, (const uint8_t *)l->in, (size_t)n);
         else
-                handshake_input(l, (const uint8_t *)buf->base, (size_t)n);
+                handshake_input(l, (const uint8_t *)l->in, (size_t)n);
+}
+
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
+        (void)buf;
+        struct transport *t = s->data;
+        struct sf_link *l = t->l;
+        if (!l || l->t != t || l->closing)
+                return;
+        if (n == 0 || n == UV_ENOBUFS)
+                return;
+        link_read(l, n);
+}
+
+/* Reads a busy link may take in one go before the other connections get their turn. */
+#define READS_PER_TURN 8
+
+/* Readable (edge-triggered): read until a short read emptied it (bytes that come later raise
+ * a new edge) or to the end, or go on in a deferred call. */
+static void on_readable(struct sf_ev *ev, uint32_t events) {
+        struct transport *t = (struct transport *)((char *)ev - offsetof(struct transport, rdr.ev));
+        struct sf_link *l = t->l;
+        if (events & (SF_EV_RDHUP | SF_EV_HUP | SF_EV_ERR))
+                t->rd_hup = true;
+        for (int i = 0; i < READS_PER_TURN; i++) {
+                if (l->t != t || l->closing)
+                        return;
+                ssize_t n = sf_reader_read(&t->rdr, l->in, READ_BUF);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+                        return;
+                link_read(l, n > 0 ? n : n == 0 ? UV_EOF : uv_translate_sys_error(errno));
+                if (n <= 0 || ((size_t)n < READ_BUF && !t->rd_hup))
+                        return;
+        }
+        if (l->t == t && !l->closing)
+                sf_engine_defer(l->p->eng, &t->rdr.ev);
 }
 
 static int read_start(struct sf_link *l) {
+        if (l->p->eng && sf_reader_start(l->p->eng, &l->t->rdr, rd_of(l), on_readable) == 0)
+                return 0;
         return uv_read_start(rd_of(l), on_alloc, on_read);
 }
 

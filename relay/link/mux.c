@@ -54,6 +54,7 @@ struct sf_mux_stream {
         bool rst_sent;
         bool rst_after_answer; /* refused: reset once the answer went out */
         bool user_closed;
+        bool free_due; /* freed once its DATA frame in m->nc is out */
         int status; /* client: the server's sf-status, -1 before */
         int err;
         char service[SF_MUX_SERVICE_MAX + 1];
@@ -77,13 +78,25 @@ struct sf_mux {
          * with the error): the link ends once that is written, why says what the peer did. */
         bool terminated;
         uint64_t total;
-        /* What mem_send handed out and sf_mux_output has not copied yet. */
+        /* What is handed out and not written yet: bytes of mem_send's, or a part of nc. */
         const uint8_t *left;
         size_t left_len;
+        enum { LEFT_NG, LEFT_NC_HEAD, LEFT_NC_DATA } left_kind;
+        /* A DATA frame nghttp2 left to us to write (NGHTTP2_DATA_FLAG_NO_COPY): its header,
+         * then its payload straight from the stream's send buffer, which stays where it is
+         * (no compaction, no free) until the payload is out. */
+        struct sf_mux_stream *nc;
+        uint8_t nc_head[9];
+        size_t nc_len;
         char why[200]; /* a protocol error found inside a callback */
 };
 
 static void stream_free(struct sf_mux_stream *s);
+
+/* Whether the stream's send buffer is being written from in place (m->nc): it stays put. */
+static bool pinned(const struct sf_mux_stream *s) {
+        return s->m && s->m->nc == s;
+}
 
 static void notify(struct sf_mux_stream *s, uint32_t events) {
         s->pending |= events;
@@ -365,6 +378,7 @@ static ssize_t on_data_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_
                             nghttp2_data_source *src, void *user) {
         (void)ng;
         (void)id;
+        (void)buf;
         (void)user;
         struct sf_mux_stream *s = src->ptr;
         size_t have = s->out_len - s->out_off;
@@ -378,20 +392,62 @@ static ssize_t on_data_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_
                 s->deferred = true;
                 return NGHTTP2_ERR_DEFERRED;
         }
-        memcpy(buf, s->out + s->out_off, n);
-        s->out_off += (uint32_t)n;
-        if (s->out_off == s->out_len) {
-                buf_release(s, &s->out, &s->out_off, &s->out_len);
-                if (s->shut) {
-                        *flags |= NGHTTP2_DATA_FLAG_EOF;
-                        s->eof_sent = true;
-                }
+        /* No copy into nghttp2's frame: on_send_data hands the payload over in place. */
+        *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
+        if (n == have && s->shut) {
+                *flags |= NGHTTP2_DATA_FLAG_EOF;
+                s->eof_sent = true;
         }
+        return (ssize_t)n;
+}
+
+/* The DATA frame of a no-copy read: written from m->nc by sf_mux_output(_peek); mem_send
+ * returns at once (PAUSE), so there is one such frame at a time. */
+static int on_send_data(nghttp2_session *ng, nghttp2_frame *f, const uint8_t *framehd, size_t length,
+                        nghttp2_data_source *src, void *user) {
+        (void)ng;
+        struct sf_mux *m = user;
+        if (f->data.padlen > 0)
+                return NGHTTP2_ERR_CALLBACK_FAILURE; /* no padding is ever asked for */
+        m->nc = src->ptr;
+        memcpy(m->nc_head, framehd, sizeof m->nc_head);
+        m->nc_len = length;
+        return NGHTTP2_ERR_PAUSE;
+}
+
+/* The payload of m->nc is out: the stream's buffer is its own again. */
+static void nc_done(struct sf_mux *m) {
+        struct sf_mux_stream *s = m->nc;
+        m->nc = NULL;
+        m->left_kind = LEFT_NG;
+        if (s->free_due) {
+                stream_free(s);
+                return;
+        }
+        if (s->out_off == s->out_len)
+                buf_release(s, &s->out, &s->out_off, &s->out_len);
         if (s->out_blocked && SF_BUF_SIZE - (s->out_len - s->out_off) >= SEND_RESUME) {
                 s->out_blocked = false;
                 notify(s, SF_MUX_EV_OUT);
         }
-        return (ssize_t)n;
+}
+
+/* k bytes of m->left are written; a part of m->nc that is over leads to the next. */
+static void left_taken(struct sf_mux *m, size_t k) {
+        m->left += k;
+        m->left_len -= k;
+        if (m->left_kind == LEFT_NC_DATA)
+                m->nc->out_off += (uint32_t)k;
+        if (m->left_len || m->left_kind == LEFT_NG)
+                return;
+        if (m->left_kind == LEFT_NC_HEAD && m->nc_len) {
+                struct sf_mux_stream *s = m->nc;
+                m->left_kind = LEFT_NC_DATA;
+                m->left = (const uint8_t *)s->out + s->out_off;
+                m->left_len = m->nc_len;
+                return;
+        }
+        nc_done(m);
 }
 
 static ssize_t on_read_length(nghttp2_session *ng, uint8_t type, int32_t id, int32_t session_window,
@@ -429,6 +485,7 @@ int sf_mux_new(enum sf_mux_role role, const struct sf_mux_config *cfg, const str
         nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close);
         nghttp2_session_callbacks_set_data_source_read_length_callback(cbs, on_read_length);
         nghttp2_session_callbacks_set_on_frame_send_callback(cbs, on_frame_send);
+        nghttp2_session_callbacks_set_send_data_callback(cbs, on_send_data);
         /* Streams, not HTTP: no pseudo-header fields, no content-length rules. */
         nghttp2_option_set_no_http_messaging(opt, 1);
         /* The window opens as the user reads, so a stalled reader stalls its stream alone. */
@@ -467,6 +524,9 @@ nomem:
 void sf_mux_free(struct sf_mux *m, const char *cause) {
         if (!m)
                 return;
+        /* What was not written never will be: the streams' buffers are theirs again. */
+        m->nc = NULL;
+        m->left_len = 0;
         /* Every stream still held by a user ends as a reset one, and its user hears of it
          * before the session goes; a server's stream its owner never saw goes with it. */
         for (struct sf_list_node *n = m->streams.first; n; n = n->next) {
@@ -507,35 +567,75 @@ int sf_mux_input(struct sf_mux *m, const uint8_t *data, size_t len, char *why, s
         return 0;
 }
 
-ssize_t sf_mux_output(struct sf_mux *m, uint8_t *buf, size_t cap, char *why, size_t why_cap) {
-        if (m->terminated && !m->left_len && !nghttp2_session_want_write(m->ng)) {
+/* The session ended for the peer's protocol error and everything up to its GOAWAY is out. */
+static bool terminated_out(struct sf_mux *m, char *why, size_t why_cap) {
+        if (m->terminated && !m->left_len && !m->nc && !nghttp2_session_want_write(m->ng)) {
                 snprintf(why, why_cap, "%s", m->why);
+                return true;
+        }
+        return false;
+}
+
+/* Refills m->left from nghttp2 when it is empty: 0 when there is nothing to send, 1, or
+ * -EPROTO. */
+static int refill(struct sf_mux *m, char *why, size_t why_cap) {
+        if (m->left_len)
+                return 1;
+        ssize_t r = nghttp2_session_mem_send(m->ng, &m->left);
+        if (r < 0) {
+                snprintf(why, why_cap, "%s", nghttp2_strerror((int)r));
                 return -EPROTO;
         }
+        m->left_len = (size_t)r;
+        if (r == 0 && m->nc) {
+                /* A no-copy DATA frame (on_send_data): its header first. */
+                m->left_kind = LEFT_NC_HEAD;
+                m->left = m->nc_head;
+                m->left_len = sizeof m->nc_head;
+        }
+        return m->left_len > 0;
+}
+
+ssize_t sf_mux_output(struct sf_mux *m, uint8_t *buf, size_t cap, char *why, size_t why_cap) {
+        if (terminated_out(m, why, why_cap))
+                return -EPROTO;
         size_t n = 0;
         while (n < cap) {
-                if (!m->left_len) {
-                        ssize_t r = nghttp2_session_mem_send(m->ng, &m->left);
-                        if (r < 0) {
-                                snprintf(why, why_cap, "%s", nghttp2_strerror((int)r));
-                                return -EPROTO;
-                        }
-                        if (r == 0)
-                                break;
-                        m->left_len = (size_t)r;
-                }
+                int r = refill(m, why, why_cap);
+                if (r < 0)
+                        return r;
+                if (r == 0)
+                        break;
                 size_t k = m->left_len < cap - n ? m->left_len : cap - n;
                 memcpy(buf + n, m->left, k);
-                m->left += k;
-                m->left_len -= k;
+                left_taken(m, k);
                 n += k;
         }
         dispatch(m);
         return (ssize_t)n;
 }
 
+ssize_t sf_mux_output_peek(struct sf_mux *m, const uint8_t **p, char *why, size_t why_cap) {
+        if (terminated_out(m, why, why_cap))
+                return -EPROTO;
+        int r = refill(m, why, why_cap);
+        if (r < 0)
+                return r;
+        /* Streams that have room again (their bytes were framed) hear of it now. */
+        dispatch(m);
+        *p = m->left;
+        return r ? (ssize_t)m->left_len : 0;
+}
+
+void sf_mux_output_advance(struct sf_mux *m, size_t n) {
+        if (n > m->left_len)
+                n = m->left_len;
+        if (n)
+                left_taken(m, n);
+}
+
 bool sf_mux_wants_output(const struct sf_mux *m) {
-        return m->left_len > 0 || nghttp2_session_want_write(m->ng);
+        return m->left_len > 0 || m->nc || nghttp2_session_want_write(m->ng);
 }
 
 int sf_mux_ping(struct sf_mux *m, uint64_t sent) {
@@ -577,6 +677,11 @@ uint64_t sf_mux_streams_total(const struct sf_mux *m) {
 
 static void stream_free(struct sf_mux_stream *s) {
         struct sf_mux *m = s->m;
+        if (m && m->nc == s) {
+                /* Its payload is being written from its buffer: the frame goes out whole. */
+                s->free_due = true;
+                return;
+        }
         if (m) {
                 sf_list_remove(&m->streams, &s->node);
                 sf_list_remove(&m->notify, &s->notify);
@@ -692,7 +797,29 @@ ssize_t sf_mux_stream_recv(struct sf_mux_stream *s, void *buf, size_t n) {
         return -1;
 }
 
-ssize_t sf_mux_stream_send(struct sf_mux_stream *s, const void *buf, size_t n) {
+ssize_t sf_mux_stream_recv_buf(struct sf_mux_stream *s, struct sf_bufpool *pool, char **buf, uint32_t *off) {
+        size_t have = s->in_len - s->in_off;
+        if (have && pool == s->pool) {
+                /* The caller's buffer is empty: it goes back to the pool, and the stream holds
+                 * none until bytes come again. */
+                sf_bufpool_put(pool, *buf);
+                *buf = s->in;
+                *off = s->in_off;
+                s->in = NULL;
+                s->in_off = s->in_len = 0;
+                consume(s, have);
+                return (ssize_t)have;
+        }
+        *off = 0;
+        if (have && !*buf && !(*buf = sf_bufpool_get(pool))) {
+                errno = ENOMEM;
+                return -1;
+        }
+        return sf_mux_stream_recv(s, *buf, SF_BUF_SIZE);
+}
+
+/* Why a send fails now: -1 with errno, or 0. */
+static int send_check(const struct sf_mux_stream *s) {
         if (s->err) {
                 errno = s->err == ECONNREFUSED ? ECONNRESET : s->err;
                 return -1;
@@ -701,13 +828,68 @@ ssize_t sf_mux_stream_send(struct sf_mux_stream *s, const void *buf, size_t n) {
                 errno = EPIPE;
                 return -1;
         }
+        return 0;
+}
+
+/* New bytes in s->out: its data source goes on. */
+static void sent(struct sf_mux_stream *s) {
+        if (s->deferred) {
+                s->deferred = false;
+                nghttp2_session_resume_data(s->m->ng, s->id);
+        }
+        want_output(s->m);
+}
+
+int sf_mux_stream_send_space(struct sf_mux_stream *s, char **p, size_t *room) {
+        if (send_check(s) < 0)
+                return -1;
         if (s->out_off == s->out_len)
                 s->out_off = s->out_len = 0;
         if (!s->out && !(s->out = sf_bufpool_get(s->m->pool))) {
                 errno = ENOMEM;
                 return -1;
         }
-        if (s->out_off && SF_BUF_SIZE - s->out_len < n) {
+        *p = s->out + s->out_len;
+        *room = SF_BUF_SIZE - s->out_len;
+        return 0;
+}
+
+bool sf_mux_stream_has_room(struct sf_mux_stream *s, size_t min) {
+        if (s->err || s->shut || !s->m || s->ng_closed)
+                return true; /* a send says why not */
+        if (s->out_off == s->out_len)
+                s->out_off = s->out_len = 0;
+        uint32_t pending = s->out_len - s->out_off;
+        if (SF_BUF_SIZE - s->out_len < min && s->out_off && pending <= SF_BUF_SIZE / 8 && !pinned(s)) {
+                /* Little waits, far in: a small move frees the buffer. */
+                memmove(s->out, s->out + s->out_off, pending);
+                s->out_off = 0;
+                s->out_len = pending;
+        }
+        if (SF_BUF_SIZE - s->out_len >= min)
+                return true;
+        s->out_blocked = true;
+        return false;
+}
+
+void sf_mux_stream_commit(struct sf_mux_stream *s, size_t n) {
+        s->out_len += (uint32_t)n;
+        if (s->out_off == s->out_len)
+                buf_release(s, &s->out, &s->out_off, &s->out_len);
+        else if (n)
+                sent(s);
+}
+
+ssize_t sf_mux_stream_send(struct sf_mux_stream *s, const void *buf, size_t n) {
+        if (send_check(s) < 0)
+                return -1;
+        if (s->out_off == s->out_len)
+                s->out_off = s->out_len = 0;
+        if (!s->out && !(s->out = sf_bufpool_get(s->m->pool))) {
+                errno = ENOMEM;
+                return -1;
+        }
+        if (s->out_off && SF_BUF_SIZE - s->out_len < n && !pinned(s)) {
                 memmove(s->out, s->out + s->out_off, s->out_len - s->out_off);
                 s->out_len -= s->out_off;
                 s->out_off = 0;
@@ -720,11 +902,7 @@ ssize_t sf_mux_stream_send(struct sf_mux_stream *s, const void *buf, size_t n) {
         }
         memcpy(s->out + s->out_len, buf, k);
         s->out_len += (uint32_t)k;
-        if (s->deferred) {
-                s->deferred = false;
-                nghttp2_session_resume_data(s->m->ng, s->id);
-        }
-        want_output(s->m);
+        sent(s);
         return (ssize_t)k;
 }
 

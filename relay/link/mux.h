@@ -81,6 +81,14 @@ int sf_mux_input(struct sf_mux *m, const uint8_t *data, size_t len, char *why, s
 /* Copies the next bytes to write to the link into buf (at most cap): their length, 0 when
  * there is nothing to send, or -EPROTO (why says it). */
 ssize_t sf_mux_output(struct sf_mux *m, uint8_t *buf, size_t cap, char *why, size_t why_cap);
+/* The same without the copy: *p points at the next bytes to write, in the mux's own memory;
+ * their length, 0 when there is nothing to send, or -EPROTO (why says it). They stay valid
+ * and unchanged until the owner calls sf_mux_output_advance with what it wrote (0 included)
+ * and until the next sf_mux_output or sf_mux_output_peek: what was not written comes again.
+ * Stream callbacks may run in here, as in sf_mux_output. */
+ssize_t sf_mux_output_peek(struct sf_mux *m, const uint8_t **p, char *why, size_t why_cap);
+/* n bytes of those sf_mux_output_peek gave were written. */
+void sf_mux_output_advance(struct sf_mux *m, size_t n);
 /* Whether sf_mux_output has something to give. */
 bool sf_mux_wants_output(const struct sf_mux *m);
 /* Sends a ping carrying sent (the owner's clock); its answer reaches ops->pong. 0 or -ENOMEM. */
@@ -115,6 +123,20 @@ ssize_t sf_mux_stream_recv(struct sf_mux_stream *s, void *buf, size_t n);
 /* n (some or all), or -1 with errno EAGAIN (the send buffer is full: SF_MUX_EV_OUT follows),
  * EPIPE (shut or over) or ECONNRESET. */
 ssize_t sf_mux_stream_send(struct sf_mux_stream *s, const void *buf, size_t n);
+/* recv without the copy, for a caller whose buffers come from pool (SF_BUF_SIZE each) and
+ * whose *buf holds nothing: the stream's receive buffer is handed over whole (the caller's
+ * goes back to the pool), its bytes at (*buf)[*off, *off + n). Returns n, or as recv does;
+ * from another pool the bytes are copied into *buf (taken from pool when NULL), *off 0. */
+ssize_t sf_mux_stream_recv_buf(struct sf_mux_stream *s, struct sf_bufpool *pool, char **buf, uint32_t *off);
+/* send without the copy: *p, *room is the free end of the stream's send buffer (taken from
+ * the pool when it has none; room may be 0). 0, or -1 with errno as send says it. The caller
+ * puts bytes there and says how many with sf_mux_stream_commit (0 included) before any other
+ * call into the mux. */
+int sf_mux_stream_send_space(struct sf_mux_stream *s, char **p, size_t *room);
+void sf_mux_stream_commit(struct sf_mux_stream *s, size_t n);
+/* Whether the free end of the send buffer holds min bytes (or sending fails anyway: send says
+ * why); when not, SF_MUX_EV_OUT follows once there is room, as after a send that said EAGAIN. */
+bool sf_mux_stream_has_room(struct sf_mux_stream *s, size_t min);
 /* Ends our side once what was sent has gone (half-close). */
 void sf_mux_stream_shutdown(struct sf_mux_stream *s);
 /* The user is done with s. When both sides were ended (the peer's, and ours with

@@ -142,12 +142,24 @@ static void on_pong(void *owner, uint64_t sent) {
 
 static const struct sf_mux_ops ops = { .stream_new = on_new, .want_output = on_want_output, .pong = on_pong };
 
-/* What the link does after a read: everything the mux has goes out (and is dropped here). */
+/* What the link does after a read: everything the mux has goes out (and is dropped here),
+ * copied out or, every other time, written in place and only partly (a full socket). */
 static int drain_output(void) {
         static uint8_t out[65536];
         char why[200];
         for (int i = 0; i < 64; i++) {
-                ssize_t n = sf_mux_output(F.m, out, sizeof out, why, sizeof why);
+                ssize_t n;
+                if (i % 2) {
+                        const uint8_t *p;
+                        n = sf_mux_output_peek(F.m, &p, why, sizeof why);
+                        if (n > 0) {
+                                /* Every byte handed out is readable (ASan says otherwise). */
+                                memcpy(out, p, (size_t)n < sizeof out ? (size_t)n : sizeof out);
+                                sf_mux_output_advance(F.m, (size_t)n / 2 + 1);
+                        }
+                } else {
+                        n = sf_mux_output(F.m, out, sizeof out, why, sizeof why);
+                }
                 if (n < 0)
                         return -1;
                 if (n == 0)

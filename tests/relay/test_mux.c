@@ -563,3 +563,175 @@ Test(mux, a_peer_that_never_reads_holds_at_most_the_windows_and_a_buffer_per_str
         pump();
         cr_assert_eq(sf_bufpool_in_use(pool), 0);
 }
+
+/* The calls without copies: bytes written into a stream's send buffer in place, frames taken
+ * from the mux's memory a few bytes at a time (a socket that takes little), a received buffer
+ * handed over whole; the same bytes arrive, in order, and every pooled buffer comes back. */
+Test(mux, the_calls_without_copies_carry_the_same_bytes) {
+        struct watcher wc = { 0 }, ws = { 0 };
+        int err = 0;
+        struct sf_mux_stream *c = sf_mux_stream_open(cli.m, "agent", false, false, &err);
+        cr_assert_not_null(c);
+        sf_mux_stream_watch(c, on_ev, &wc);
+        static char msg[40000];
+        for (size_t i = 0; i < sizeof msg; i++)
+                msg[i] = (char)('a' + i % 26);
+        cr_assert(sf_mux_stream_has_room(c, sizeof msg));
+        char *space;
+        size_t room;
+        cr_assert_eq(sf_mux_stream_send_space(c, &space, &room), 0);
+        cr_assert_geq(room, sizeof msg);
+        memcpy(space, msg, sizeof msg);
+        sf_mux_stream_commit(c, sizeof msg);
+        sf_mux_stream_shutdown(c);
+        /* The client's output in place, 1000 bytes at a time. */
+        char why[200];
+        const uint8_t *p;
+        ssize_t n;
+        while ((n = sf_mux_output_peek(cli.m, &p, why, sizeof why)) > 0) {
+                size_t k = n < 1000 ? (size_t)n : 1000;
+                cr_assert_eq(sf_mux_input(srv.m, p, k, why, sizeof why), 0, "server input: %s", why);
+                sf_mux_output_advance(cli.m, k);
+        }
+        cr_assert_eq(n, 0, "client output: %s", why);
+        pump();
+        cr_assert_eq(srv.n_new, 1);
+        struct sf_mux_stream *s = srv.accepted[0];
+        sf_mux_stream_watch(s, on_ev, &ws);
+        static char got[sizeof msg];
+        size_t have = 0;
+        char *buf = NULL;
+        uint32_t off;
+        while ((n = sf_mux_stream_recv_buf(s, pool, &buf, &off)) > 0) {
+                cr_assert_leq(have + (size_t)n, sizeof got);
+                memcpy(got + have, buf + off, (size_t)n);
+                have += (size_t)n;
+                pump(); /* the window it gave back lets the rest come */
+        }
+        cr_assert_eq(n, 0, "then the end of the client's side");
+        cr_assert_eq(have, sizeof msg);
+        cr_assert_eq(memcmp(got, msg, sizeof msg), 0);
+        sf_bufpool_put(pool, buf);
+        cr_assert_eq(sf_mux_stream_accept(s), 0);
+        sf_mux_stream_shutdown(s);
+        pump();
+        sf_mux_stream_close(c);
+        sf_mux_stream_close(s);
+        pump();
+        cr_assert_eq(sf_mux_streams_open(cli.m), 0);
+        cr_assert_eq(sf_mux_streams_open(srv.m), 0);
+        cr_assert_eq(sf_bufpool_in_use(pool), 0, "every buffer back in the pool");
+}
+
+/* A full send buffer says so, and SF_MUX_EV_OUT follows once its bytes went out. */
+Test(mux, a_full_send_buffer_has_no_room_until_its_bytes_go) {
+        struct watcher wc = { 0 };
+        int err = 0;
+        struct sf_mux_stream *c = sf_mux_stream_open(cli.m, "agent", false, false, &err);
+        cr_assert_not_null(c);
+        sf_mux_stream_watch(c, on_ev, &wc);
+        static char fill[SF_BUF_SIZE];
+        size_t sent = 0;
+        ssize_t r;
+        while ((r = sf_mux_stream_send(c, fill, sizeof fill - sent)) > 0)
+                sent += (size_t)r;
+        cr_assert_eq(sent, sizeof fill);
+        cr_assert_not(sf_mux_stream_has_room(c, 1));
+        wc.events = 0;
+        /* The server reads: its window (64 KiB) opens again and again; every EV_OUT on the
+         * way asks again, until the buffer has room at its end. */
+        static char sink[SF_BUF_SIZE];
+        bool room = false;
+        for (int i = 0; i < 16 && !room; i++) {
+                pump();
+                if (srv.n_new)
+                        recv_all(srv.accepted[0], sink, sizeof sink);
+                if (wc.events & SF_MUX_EV_OUT) {
+                        wc.events = 0;
+                        room = sf_mux_stream_has_room(c, 16 * 1024);
+                }
+        }
+        cr_assert(room, "room again, told with EV_OUT");
+        sf_mux_stream_close(c);
+        sf_mux_stream_close(srv.accepted[0]);
+        pump();
+}
+
+/* A stream closed while its DATA frame is half written from its buffer: the frame still goes
+ * out whole (the peer sees valid framing, then the reset), and the buffer comes back after. */
+Test(mux, a_stream_closed_mid_frame_keeps_its_buffer_until_the_frame_is_out) {
+        int err = 0;
+        struct sf_mux_stream *c = sf_mux_stream_open(cli.m, "agent", false, false, &err);
+        cr_assert_not_null(c);
+        static char msg[40000];
+        memset(msg, 'x', sizeof msg);
+        cr_assert_eq(sf_mux_stream_send(c, msg, sizeof msg), (ssize_t)sizeof msg);
+        char why[200];
+        const uint8_t *p;
+        ssize_t n;
+        size_t fed = 0;
+        /* Through the headers and into the DATA frame's payload. */
+        while (fed < 2000 && (n = sf_mux_output_peek(cli.m, &p, why, sizeof why)) > 0) {
+                size_t k = n < 500 ? (size_t)n : 500;
+                cr_assert_eq(sf_mux_input(srv.m, p, k, why, sizeof why), 0, "server input: %s", why);
+                sf_mux_output_advance(cli.m, k);
+                fed += k;
+        }
+        sf_mux_stream_close(c);
+        pump();
+        cr_assert_eq(srv.n_new, 1);
+        struct sf_mux_stream *s = srv.accepted[0];
+        static char got[sizeof msg];
+        size_t have = recv_all(s, got, sizeof got);
+        cr_assert_geq(have, 1000, "the frame's payload arrived: %zu bytes", have);
+        cr_assert_eq(memchr(got, 0, have), NULL);
+        cr_assert_eq(sf_mux_stream_recv(s, got, sizeof got), -1);
+        cr_assert_eq(errno, ECONNRESET, "then the client's reset");
+        sf_mux_stream_close(s);
+        pump();
+        cr_assert_eq(sf_mux_streams_open(cli.m), 0);
+        cr_assert_eq(sf_mux_streams_open(srv.m), 0);
+        cr_assert_eq(sf_bufpool_in_use(pool), 0, "every buffer back in the pool");
+}
+
+/* The last DATA frame (END_STREAM) of a stream its user closed at once: nghttp2 is done with
+ * the stream as soon as it framed it, but the stream's buffer stays until its payload is out. */
+Test(mux, a_finished_stream_is_freed_once_its_last_frame_is_out) {
+        struct watcher wc = { 0 };
+        int err = 0;
+        struct sf_mux_stream *c = sf_mux_stream_open(cli.m, "agent", false, false, &err);
+        cr_assert_not_null(c);
+        sf_mux_stream_watch(c, on_ev, &wc);
+        cr_assert_eq(sf_mux_stream_send(c, "hi", 2), 2);
+        sf_mux_stream_shutdown(c);
+        pump();
+        cr_assert_eq(srv.n_new, 1);
+        struct sf_mux_stream *s = srv.accepted[0];
+        char buf[16];
+        cr_assert_eq(recv_all(s, buf, sizeof buf), 2);
+        cr_assert_eq(sf_mux_stream_accept(s), 0);
+        static char msg[3000];
+        memset(msg, 'y', sizeof msg);
+        cr_assert_eq(sf_mux_stream_send(s, msg, sizeof msg), (ssize_t)sizeof msg);
+        sf_mux_stream_shutdown(s);
+        sf_mux_stream_close(s);
+        char why[200];
+        const uint8_t *p;
+        ssize_t n;
+        while ((n = sf_mux_output_peek(srv.m, &p, why, sizeof why)) > 0) {
+                size_t k = n < 100 ? (size_t)n : 100;
+                cr_assert_eq(sf_mux_input(cli.m, p, k, why, sizeof why), 0, "client input: %s", why);
+                sf_mux_output_advance(srv.m, k);
+        }
+        cr_assert_eq(n, 0, "server output: %s", why);
+        pump();
+        static char got[sizeof msg];
+        cr_assert_eq(recv_all(c, got, sizeof got), sizeof msg);
+        cr_assert_eq(memcmp(got, msg, sizeof msg), 0);
+        cr_assert_eq(sf_mux_stream_recv(c, got, sizeof got), 0, "then the end, not a reset");
+        cr_assert_eq(sf_mux_stream_error(c), 0);
+        sf_mux_stream_close(c);
+        pump();
+        cr_assert_eq(sf_mux_streams_open(srv.m), 0);
+        cr_assert_eq(sf_bufpool_in_use(pool), 0, "every buffer back in the pool");
+}
