@@ -39,7 +39,7 @@ struct transport {
         uv_close_cb close_cb; /* frees a handle; NULL: free() */
         struct sf_link *l;
         unsigned closing; /* handles whose close callback is due */
-        /* rd read from the relay's epoll set (the Linux engine), else with uv_read_start. Here
+        /* rd read by the engine's own readiness set (sf_reader), else with uv_read_start. Here
          * rather than in the link: an event of the current batch may still name it after a
          * drop, and the transport lives until its close callback, after the batch. */
         struct sf_reader rdr;

@@ -188,7 +188,7 @@ static void on_gone(struct sf_fwd *f) {
 
 /* The forward of spec (-F syntax); the listener's family says which kind of client it has.
  * link: it holds the test key (auth = token). */
-static void forward(int listen_family, bool link, const char *fmt, ...) {
+__attribute__((format(printf, 3, 4))) static void forward(int listen_family, bool link, const char *fmt, ...) {
         char spec[1024];
         va_list ap;
         va_start(ap, fmt);
