@@ -840,7 +840,9 @@ static void sent(struct sf_mux_stream *s) {
         want_output(s->m);
 }
 
-int sf_mux_stream_send_space(struct sf_mux_stream *s, char **p, size_t *room) {
+/* The stream may take bytes and has a send buffer (an empty one starts over at its front):
+ * 0, or -1 with errno. */
+static int send_ready(struct sf_mux_stream *s) {
         if (send_check(s) < 0)
                 return -1;
         if (s->out_off == s->out_len)
@@ -849,6 +851,12 @@ int sf_mux_stream_send_space(struct sf_mux_stream *s, char **p, size_t *room) {
                 errno = ENOMEM;
                 return -1;
         }
+        return 0;
+}
+
+int sf_mux_stream_send_space(struct sf_mux_stream *s, char **p, size_t *room) {
+        if (send_ready(s) < 0)
+                return -1;
         *p = s->out + s->out_len;
         *room = SF_BUF_SIZE - s->out_len;
         return 0;
@@ -881,14 +889,8 @@ void sf_mux_stream_commit(struct sf_mux_stream *s, size_t n) {
 }
 
 ssize_t sf_mux_stream_send(struct sf_mux_stream *s, const void *buf, size_t n) {
-        if (send_check(s) < 0)
+        if (send_ready(s) < 0)
                 return -1;
-        if (s->out_off == s->out_len)
-                s->out_off = s->out_len = 0;
-        if (!s->out && !(s->out = sf_bufpool_get(s->m->pool))) {
-                errno = ENOMEM;
-                return -1;
-        }
         if (s->out_off && SF_BUF_SIZE - s->out_len < n && !pinned(s)) {
                 memmove(s->out, s->out + s->out_off, s->out_len - s->out_off);
                 s->out_len -= s->out_off;

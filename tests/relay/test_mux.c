@@ -92,6 +92,23 @@ static size_t pump(void) {
         }
 }
 
+/* A client stream to service "agent", its events counted in w. */
+static struct sf_mux_stream *open_watched(struct watcher *w) {
+        int err = 0;
+        struct sf_mux_stream *c = sf_mux_stream_open(cli.m, "agent", false, false, &err);
+        cr_assert_not_null(c, "sf_mux_stream_open: %d", err);
+        sf_mux_stream_watch(c, on_ev, w);
+        return c;
+}
+
+/* After both ends closed their streams: none left on either side, every buffer in the pool. */
+static void all_gone(void) {
+        pump();
+        cr_assert_eq(sf_mux_streams_open(cli.m), 0);
+        cr_assert_eq(sf_mux_streams_open(srv.m), 0);
+        cr_assert_eq(sf_bufpool_in_use(pool), 0, "every buffer back in the pool");
+}
+
 static size_t recv_all(struct sf_mux_stream *s, char *out, size_t cap) {
         size_t n = 0;
         ssize_t r;
@@ -104,10 +121,7 @@ TestSuite(mux, .init = setup, .fini = teardown);
 
 Test(mux, a_stream_carries_bytes_both_ways_and_half_closes) {
         struct watcher wc = { 0 }, ws = { 0 };
-        int err = 0;
-        struct sf_mux_stream *c = sf_mux_stream_open(cli.m, "agent", false, false, &err);
-        cr_assert_not_null(c);
-        sf_mux_stream_watch(c, on_ev, &wc);
+        struct sf_mux_stream *c = open_watched(&wc);
         /* The client's bytes go with the stream's opening: no round trip first. */
         cr_assert_eq(sf_mux_stream_send(c, "ping", 4), 4);
         sf_mux_stream_shutdown(c);
@@ -569,10 +583,7 @@ Test(mux, a_peer_that_never_reads_holds_at_most_the_windows_and_a_buffer_per_str
  * handed over whole; the same bytes arrive, in order, and every pooled buffer comes back. */
 Test(mux, the_calls_without_copies_carry_the_same_bytes) {
         struct watcher wc = { 0 }, ws = { 0 };
-        int err = 0;
-        struct sf_mux_stream *c = sf_mux_stream_open(cli.m, "agent", false, false, &err);
-        cr_assert_not_null(c);
-        sf_mux_stream_watch(c, on_ev, &wc);
+        struct sf_mux_stream *c = open_watched(&wc);
         static char msg[40000];
         for (size_t i = 0; i < sizeof msg; i++)
                 msg[i] = (char)('a' + i % 26);
@@ -617,19 +628,13 @@ Test(mux, the_calls_without_copies_carry_the_same_bytes) {
         pump();
         sf_mux_stream_close(c);
         sf_mux_stream_close(s);
-        pump();
-        cr_assert_eq(sf_mux_streams_open(cli.m), 0);
-        cr_assert_eq(sf_mux_streams_open(srv.m), 0);
-        cr_assert_eq(sf_bufpool_in_use(pool), 0, "every buffer back in the pool");
+        all_gone();
 }
 
 /* A full send buffer says so, and SF_MUX_EV_OUT follows once its bytes went out. */
 Test(mux, a_full_send_buffer_has_no_room_until_its_bytes_go) {
         struct watcher wc = { 0 };
-        int err = 0;
-        struct sf_mux_stream *c = sf_mux_stream_open(cli.m, "agent", false, false, &err);
-        cr_assert_not_null(c);
-        sf_mux_stream_watch(c, on_ev, &wc);
+        struct sf_mux_stream *c = open_watched(&wc);
         static char fill[SF_BUF_SIZE];
         size_t sent = 0;
         ssize_t r;
@@ -688,20 +693,14 @@ Test(mux, a_stream_closed_mid_frame_keeps_its_buffer_until_the_frame_is_out) {
         cr_assert_eq(sf_mux_stream_recv(s, got, sizeof got), -1);
         cr_assert_eq(errno, ECONNRESET, "then the client's reset");
         sf_mux_stream_close(s);
-        pump();
-        cr_assert_eq(sf_mux_streams_open(cli.m), 0);
-        cr_assert_eq(sf_mux_streams_open(srv.m), 0);
-        cr_assert_eq(sf_bufpool_in_use(pool), 0, "every buffer back in the pool");
+        all_gone();
 }
 
 /* The last DATA frame (END_STREAM) of a stream its user closed at once: nghttp2 is done with
  * the stream as soon as it framed it, but the stream's buffer stays until its payload is out. */
 Test(mux, a_finished_stream_is_freed_once_its_last_frame_is_out) {
         struct watcher wc = { 0 };
-        int err = 0;
-        struct sf_mux_stream *c = sf_mux_stream_open(cli.m, "agent", false, false, &err);
-        cr_assert_not_null(c);
-        sf_mux_stream_watch(c, on_ev, &wc);
+        struct sf_mux_stream *c = open_watched(&wc);
         cr_assert_eq(sf_mux_stream_send(c, "hi", 2), 2);
         sf_mux_stream_shutdown(c);
         pump();
