@@ -179,9 +179,16 @@ int sf_dir_flush(struct sf_conn *c, int from) {
         return 0;
 }
 
+/* Only while relaying do bytes skip the direction's buffer: before, the handshake takes its
+ * frames from it, and the first bytes of an upstream with greeting_check are looked at there
+ * first. */
+static bool buffer_skippable(const struct sf_conn *c) {
+        return c->state == ST_RELAYING && !c->greeting_check;
+}
+
 bool sf_dir_room(struct sf_conn *c, int from) {
         struct sf_mux_stream *to = c->stream[1 - from];
-        return c->state != ST_RELAYING || c->greeting_check || !to || sf_mux_stream_has_room(to, SPACE_MIN);
+        return !buffer_skippable(c) || !to || sf_mux_stream_has_room(to, SPACE_MIN);
 }
 
 ssize_t sf_dir_read_some(struct sf_conn *c, int from) {
@@ -199,9 +206,7 @@ ssize_t sf_dir_read_some(struct sf_conn *c, int from) {
                 d->copy_only = true;
                 sf_sock_pipe_put(c->fwd->eng, &d->pipe, 0);
         }
-        /* Only while relaying: before, the handshake takes its frames from the buffer, and the
-         * first bytes of an upstream with greeting_check are looked at there first. */
-        bool plain = c->state == ST_RELAYING && !c->greeting_check && !d->len && !d->held;
+        bool plain = buffer_skippable(c) && !d->len && !d->held;
         if (plain && c->stream[from]) {
                 /* The stream's buffer comes over whole: no copy. */
                 ssize_t n = sf_mux_stream_recv_buf(c->stream[from], c->fwd->pool, &d->buf, &d->off);
