@@ -112,7 +112,9 @@ struct sf_mux_stream *sf_mux_stream_open(struct sf_mux *m, const char *service, 
 
 /* Where a stream's readiness goes: cb(ev, events) with SF_MUX_EV_* bits. */
 void sf_mux_stream_watch(struct sf_mux_stream *s, void (*cb)(void *ev, uint32_t events), void *ev);
-/* Server: the upstream answers; the stream's bytes may flow back. */
+/* Server: the upstream answers; the stream's bytes may flow back. The answer (sf-status 0)
+ * goes out with the stream's first bytes or its end, in their frame's write; a probe's at
+ * once. */
 int sf_mux_stream_accept(struct sf_mux_stream *s);
 /* Server: refuses the stream with status and reason (plain words for the client's log). */
 int sf_mux_stream_refuse(struct sf_mux_stream *s, enum sf_mux_status status, const char *reason);

@@ -92,6 +92,18 @@ static size_t pump(void) {
         }
 }
 
+/* One call of sf_mux_output on the server, handed to the client whole: what a single write
+ * to the link carries. Returns its length. */
+static ssize_t server_write_once(void) {
+        static uint8_t buf[1 << 16];
+        char why[200];
+        ssize_t n = sf_mux_output(srv.m, buf, sizeof buf, why, sizeof why);
+        cr_assert_geq(n, 0, "server output: %s", why);
+        if (n > 0)
+                cr_assert_eq(sf_mux_input(cli.m, buf, (size_t)n, why, sizeof why), 0, "client input: %s", why);
+        return n;
+}
+
 /* A client stream to service "agent", its events counted in w. */
 static struct sf_mux_stream *open_watched(struct watcher *w) {
         int err = 0;
@@ -320,19 +332,80 @@ Test(mux, a_draining_server_takes_no_new_streams_and_finishes_open_ones) {
         pump();
 }
 
-Test(mux, a_probe_is_marked) {
+Test(mux, a_probe_is_marked_and_answered_at_once) {
         int err = 0;
         struct sf_mux_stream *c = sf_mux_stream_open(cli.m, "agent", false, true, &err);
         sf_mux_stream_shutdown(c);
         pump();
         cr_assert(srv.probe[0]);
-        sf_mux_stream_accept(srv.accepted[0]);
+        cr_assert_eq(sf_mux_stream_accept(srv.accepted[0]), 0);
+        cr_assert_gt(server_write_once(), 0);
+        cr_assert_eq(sf_mux_stream_status(c), SF_MUX_OK, "a probe asks for the answer alone: it is not held");
         sf_mux_stream_shutdown(srv.accepted[0]);
         sf_mux_stream_close(srv.accepted[0]);
         pump();
         cr_assert_eq(sf_mux_stream_status(c), SF_MUX_OK);
         sf_mux_stream_close(c);
         pump();
+}
+
+/* What the client said so far goes over; the server's first stream is accepted. */
+static struct sf_mux_stream *accept_first(void) {
+        pump();
+        cr_assert_eq(srv.n_new, 1);
+        cr_assert_eq(sf_mux_stream_accept(srv.accepted[0]), 0);
+        return srv.accepted[0];
+}
+
+Test(mux, an_accepted_streams_answer_goes_in_one_write_with_its_first_bytes) {
+        struct watcher wc = { 0 };
+        struct sf_mux_stream *c = open_watched(&wc);
+        cr_assert_eq(sf_mux_stream_send(c, "req", 3), 3);
+        struct sf_mux_stream *s = accept_first();
+        cr_assert_eq(server_write_once(), 0, "the answer alone is not written: it waits for the first bytes");
+        cr_assert_eq(sf_mux_stream_status(c), -1);
+        cr_assert_eq(sf_mux_stream_accept(s), -EINVAL, "answered once");
+        cr_assert_eq(sf_mux_stream_send(s, "reply", 5), 5);
+        cr_assert_gt(server_write_once(), 0);
+        cr_assert_eq(sf_mux_stream_status(c), SF_MUX_OK, "the answer came in the write of the first bytes");
+        char buf[16];
+        cr_assert_eq(recv_all(c, buf, sizeof buf), 5, "and the bytes with it");
+        cr_assert_eq(memcmp(buf, "reply", 5), 0);
+        sf_mux_stream_close(c);
+        sf_mux_stream_close(s);
+        all_gone();
+}
+
+Test(mux, an_accepted_stream_that_ends_without_a_byte_is_answered_with_its_end) {
+        struct watcher wc = { 0 };
+        struct sf_mux_stream *c = open_watched(&wc);
+        sf_mux_stream_shutdown(c);
+        struct sf_mux_stream *s = accept_first();
+        sf_mux_stream_shutdown(s);
+        cr_assert_gt(server_write_once(), 0);
+        cr_assert_eq(sf_mux_stream_status(c), SF_MUX_OK);
+        char buf[4];
+        cr_assert_eq(sf_mux_stream_recv(c, buf, sizeof buf), 0, "the end came in the same write");
+        cr_assert_eq(sf_mux_stream_error(c), 0);
+        sf_mux_stream_close(c);
+        sf_mux_stream_close(s);
+        all_gone();
+}
+
+Test(mux, an_accepted_stream_dropped_before_a_byte_is_reset_with_the_cause) {
+        struct watcher wc = { 0 };
+        struct sf_mux_stream *c = open_watched(&wc);
+        cr_assert_eq(sf_mux_stream_send(c, "req", 3), 3);
+        struct sf_mux_stream *s = accept_first();
+        sf_mux_stream_close(s); /* its upstream went away */
+        pump();
+        char buf[4];
+        cr_assert_eq(sf_mux_stream_recv(c, buf, sizeof buf), -1);
+        cr_assert_eq(errno, ECONNRESET);
+        cr_assert(strstr(sf_mux_stream_reason(c), "cancelled"), "reason: %s", sf_mux_stream_reason(c));
+        cr_assert(wc.events & SF_MUX_EV_ERR);
+        sf_mux_stream_close(c);
+        all_gone();
 }
 
 static void setup_two_streams(void) {
