@@ -95,6 +95,10 @@ int sf_side_error(struct sf_conn *c, int side) {
         return sf_sock_error(&c->sock[side]);
 }
 
+bool sf_side_sending(struct sf_conn *c, int side) {
+        return !c->stream[side] && sf_sock_sending(&c->sock[side]);
+}
+
 void sf_side_nodelay(struct sf_conn *c, int side) {
         if (!c->stream[side])
                 sf_sock_nodelay(&c->sock[side]);

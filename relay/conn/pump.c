@@ -48,6 +48,9 @@ void sf_conn_relay_step(struct sf_conn *c) {
                         return;
                 }
         }
-        if (c->dir[CLIENT].shut && c->dir[UPSTREAM].shut)
+        /* Done once the last bytes are out too: the portable engine's outbox would lose them
+         * in the close (its write's end reports SF_EV_OUT, which comes back here). */
+        if (c->dir[CLIENT].shut && c->dir[UPSTREAM].shut && !sf_side_sending(c, CLIENT) &&
+            !sf_side_sending(c, UPSTREAM))
                 sf_conn_close(c, "both directions done");
 }

@@ -338,6 +338,9 @@ void sf_side_shutdown(struct sf_conn *c, int side);
 /* Closes the side and forgets its readiness. Safe when it is closed. */
 void sf_side_close(struct sf_conn *c, int side);
 int sf_side_error(struct sf_conn *c, int side);
+/* Bytes sent to the side that the engine still holds (sf_sock_sending); a stream's are the
+ * link's, which writes them after the stream's close too. */
+bool sf_side_sending(struct sf_conn *c, int side);
 void sf_side_nodelay(struct sf_conn *c, int side);
 int sf_side_peername(struct sf_conn *c, int side, struct sockaddr_storage *ss, socklen_t *len);
 /* The connection goes on in a deferred call, after the events pending now. */

@@ -38,6 +38,8 @@
  *                     -EAGAIN while every instance is busy), sf_sock_recv(s, buf, n),
  *                     sf_sock_send(s, buf, n), sf_sock_shutdown(s), sf_sock_close(e, s),
  *                     sf_sock_error(s), sf_sock_nodelay(s), sf_sock_peername(s, ss, len),
+ *                     sf_sock_sending(s) (bytes send took are still the engine's, not the
+ *                     kernel's: a close now would lose them),
  *                     sf_sock_release(e, s, loop, &stream, &close_cb) (hands the connection
  *                     over as a libuv stream, which the caller closes with close_cb: the
  *                     shared link takes over a connection whose handshake asked for it),

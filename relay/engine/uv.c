@@ -299,6 +299,12 @@ ssize_t sf_sock_send(struct sf_sock *s, const void *buf, size_t n) {
         return (ssize_t)(done + rest);
 }
 
+/* The outbox is being written: uv_close would cancel that write, and its bytes, which send
+ * said it took, would never reach the peer. */
+bool sf_sock_sending(const struct sf_sock *s) {
+        return s->h && s->h->out;
+}
+
 static void on_shutdown(uv_shutdown_t *req, int status) {
         (void)req;
         (void)status;

@@ -130,6 +130,7 @@ ssize_t sf_sock_send(struct sf_sock *s, const void *buf, size_t n);
 void sf_sock_shutdown(struct sf_sock *s);
 void sf_sock_close(struct sf_engine *e, struct sf_sock *s);
 int sf_sock_error(struct sf_sock *s);
+bool sf_sock_sending(const struct sf_sock *s);
 void sf_sock_nodelay(struct sf_sock *s);
 int sf_sock_peername(struct sf_sock *s, struct sockaddr_storage *ss, socklen_t *len);
 int sf_sock_release(struct sf_engine *e, struct sf_sock *s, uv_loop_t *loop, uv_stream_t **out,
