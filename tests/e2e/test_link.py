@@ -32,7 +32,7 @@ import types
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import sftap  # noqa: E402
 from sfharness import (Scene, Skip, connect, keygen, netns, recv_all,  # noqa: E402
-                       transfer_both_ways, wait_for, write_conf, SANITIZED, VALGRIND)
+                       transfer_both_ways, wait_for, write_conf, ENGINE, SANITIZED, VALGRIND)
 
 NS = "sf-link-%d" % os.getpid()
 HOST_IF, CONT_IF = "sflh%d" % (os.getpid() % 100000), "sflc%d" % (os.getpid() % 100000)
@@ -1066,6 +1066,11 @@ def test_a_streams_opening_and_its_answer_each_take_one_write(sc):
         got += b
     assert got == banner, got
 
+    # The portable engine (a macOS or Windows host's) writes its sockets with write(2) too
+    # (uv_try_write): one more for the host relay, the echo's bytes to its upstream. It reads
+    # a client in libuv's read callback, a loop turn after the accept, so its HEADERS go
+    # alone; container relays run on Linux, whose engine reads at the accept.
+    portable = int(ENGINE == "portable")
     for attempt in range(3):
         before, host_before = link_writes(cont), link_writes(host)
         cont.signal(signal.SIGSTOP)
@@ -1086,15 +1091,15 @@ def test_a_streams_opening_and_its_answer_each_take_one_write(sc):
             # valgrind's scheduler hands its lock over a pipe: its own writes count in syscw
             print("# the writes are counted in the run without valgrind", flush=True)
             return
-        if writes == 1 and host_writes == 1:
+        if (writes == 1 or portable) and host_writes == 1 + portable:
             break
         # anything else a relay wrote meanwhile (a log line) is told apart by trying again
         print("# attempt %d: %d writes for the stream's opening and first bytes, %d for its answer and the "
               "upstream's first bytes" % (attempt + 1, writes, host_writes), flush=True)
-    assert writes == 1, ("the container relay made %d writes to open a stream whose client's bytes were "
+    assert writes == 1 or portable, ("the container relay made %d writes to open a stream whose client's bytes were "
                          "there at the accept (the HEADERS alone, then the bytes?)" % writes)
-    assert host_writes == 1, ("the host relay made %d writes for a stream's answer and its upstream's first "
-                              "bytes (the answer alone, then the bytes?)" % host_writes)
+    assert host_writes == 1 + portable, ("the host relay made %d writes for a stream's answer and its upstream's "
+                                         "first bytes (the answer alone, then the bytes?)" % (host_writes - portable))
 
 
 if __name__ == "__main__":
