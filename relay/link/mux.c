@@ -858,7 +858,7 @@ static int send_check(const struct sf_mux_stream *s) {
         return 0;
 }
 
-/* New bytes in s->out: its data source goes on. */
+/* New bytes in s->out, or the stream's end: a held answer goes, the data source goes on. */
 static void sent(struct sf_mux_stream *s) {
         answer_release(s);
         if (s->deferred) {
@@ -942,12 +942,7 @@ void sf_mux_stream_shutdown(struct sf_mux_stream *s) {
         s->shut = true;
         if (!s->m || s->ng_closed)
                 return;
-        answer_release(s);
-        if (s->deferred) {
-                s->deferred = false;
-                nghttp2_session_resume_data(s->m->ng, s->id);
-        }
-        want_output(s->m);
+        sent(s);
 }
 
 void sf_mux_stream_close(struct sf_mux_stream *s) {

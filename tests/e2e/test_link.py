@@ -1028,7 +1028,6 @@ def test_bulk_stream_next_to_an_interactive_one(sc):
     assert count(host.text(), "shared link from %s:" % CONT_IP) == 1, host.text()
 
 
-
 def link_writes(relay):
     """The write(2) calls relay has made (/proc/PID/io's syscw). The relay writes its links
     with write/writev, which count, and its clients with send, which does not."""
@@ -1059,12 +1058,8 @@ def test_a_streams_opening_and_its_answer_each_take_one_write(sc):
     s = connect(d + "/c-banner.sock")
     sc.closing(s)
     banner = b"SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3\r\n"
-    got = b""
-    while len(got) < len(banner):
-        b = s.recv(4096)
-        assert b, "the banner service's client got %r, then the end" % got
-        got += b
-    assert got == banner, got
+    got = recv_all(s, len(banner))
+    assert got == banner, "the banner service's client got %r" % got
 
     # The portable engine (a macOS or Windows host's) writes its sockets with write(2) too
     # (uv_try_write): one more for the host relay, the echo's bytes to its upstream. It reads
@@ -1080,12 +1075,8 @@ def test_a_streams_opening_and_its_answer_each_take_one_write(sc):
             c.sendall(b"first bytes")
         finally:
             cont.signal(signal.SIGCONT)
-        got = b""
-        while len(got) < len(b"first bytes"):
-            b = c.recv(4096)
-            assert b, "the client got %r, then the end" % got
-            got += b
-        assert got == b"first bytes", got
+        got = recv_all(c, len(b"first bytes"))
+        assert got == b"first bytes", "the client got %r" % got
         writes, host_writes = link_writes(cont) - before, link_writes(host) - host_before
         if VALGRIND:
             # valgrind's scheduler hands its lock over a pipe: its own writes count in syscw
@@ -1096,8 +1087,8 @@ def test_a_streams_opening_and_its_answer_each_take_one_write(sc):
         # anything else a relay wrote meanwhile (a log line) is told apart by trying again
         print("# attempt %d: %d writes for the stream's opening and first bytes, %d for its answer and the "
               "upstream's first bytes" % (attempt + 1, writes, host_writes), flush=True)
-    assert writes == 1 or portable, ("the container relay made %d writes to open a stream whose client's bytes were "
-                         "there at the accept (the HEADERS alone, then the bytes?)" % writes)
+    assert writes == 1 or portable, ("the container relay made %d writes to open a stream whose client's bytes "
+                                     "were there at the accept (the HEADERS alone, then the bytes?)" % writes)
     assert host_writes == 1 + portable, ("the host relay made %d writes for a stream's answer and its upstream's "
                                          "first bytes (the answer alone, then the bytes?)" % (host_writes - portable))
 

@@ -141,20 +141,19 @@ def test_a_slow_reader_gets_every_byte_of_a_download_that_ends_with_its_upstream
     c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
     c.sendall(b"send it all")
     c.shutdown(socket.SHUT_WR)
-    got = []
-    n = 0
+    chunks = []
     while True:
         b = c.recv(16 * 1024)
         if not b:
             break
-        got.append(b)
-        n += len(b)
+        chunks.append(b)
         time.sleep(0.002)  # slower than the upstream: the relay's last bytes wait for room
     t.join(60)
+    got = b"".join(chunks)
     assert "error" not in served, served["error"]
     assert served.get("request") == b"send it all", served
-    assert n == total, "the client got %d of %d bytes, then the end" % (n, total)
-    assert b"".join(got) == data, "the bytes came changed"
+    assert len(got) == total, "the client got %d of %d bytes, then the end" % (len(got), total)
+    assert got == data, "the bytes came changed"
 
 
 def test_20000_sequential_connections_leave_no_fd_behind(sc):
