@@ -222,10 +222,11 @@ static void link_down_failed(struct sf_conn *c, struct sf_link *l) {
         struct tm tm;
         if (gmtime_r(&st.since, &tm))
                 strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-        if (st.state == SF_LINK_CONNECTING)
-                snprintf(msg, sizeof msg, "link to %s not up within %llums (%s since %s)", cand_ep(c)->text,
-                         (unsigned long long)c->fwd->conf->connect_timeout_ms,
-                         st.cause[0] ? st.cause : "connecting", when);
+        /* A re-dial is CONNECTING too, but the link has been down since its first failure: only
+         * a first attempt, which has no cause yet, is "not up". */
+        if (st.state == SF_LINK_CONNECTING && !st.cause[0])
+                snprintf(msg, sizeof msg, "link to %s not up within %llums (connecting since %s)",
+                         cand_ep(c)->text, (unsigned long long)c->fwd->conf->connect_timeout_ms, when);
         else
                 snprintf(msg, sizeof msg, "link to %s down since %s (%s)", cand_ep(c)->text, when,
                          st.cause[0] ? st.cause : "no cause known");

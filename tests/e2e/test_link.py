@@ -745,6 +745,30 @@ def test_link_reset_fails_open_streams_with_the_cause_and_comes_back(sc):
              what="the host relay ending the links that were cut")
 
 
+def test_a_client_that_waits_on_a_redial_hears_the_link_is_down(sc):
+    """A re-dial is connecting too, but the link has been down since its first failure: a
+    client whose connect-timeout (2 s) ends while a re-dial's handshake waits (the path stalls
+    after the TCP connect, handshake-timeout 5 s) hears "down since", with the cause, not the
+    words of a first attempt. CI's test_auth met it when its timeout fell during a re-dial."""
+    e = fault_scene(sc)
+    served(e.path)
+    e.proxy.refuse(True)
+    e.proxy.reset()
+    wait_for(lambda: "link to %s down (" % e.remote in e.cont.text(), what="the link down in the log")
+    e.proxy.stall(True)
+    e.proxy.refuse(False)
+    wait_for(lambda: e.proxy.open_pairs() == 1, what="a re-dial that reached the stalled path")
+    start = time.monotonic()
+    assert closed_without_answer(e.path)
+    took = time.monotonic() - start
+    assert 1.5 < took < 4, "a client waited %.1f s for a re-dial (connect-timeout = 2s)" % took
+    text = e.cont.text()
+    assert "upstream unavailable: link to %s down since " % e.remote in text, text
+    assert "not up within" not in text, text
+    e.proxy.stall(False)
+    served(e.path, timeout=15)
+
+
 def test_host_relay_stopped_30s_then_continued(sc):
     """SIGSTOP (a host that sleeps) for 30 s: the container relay declares the link dead after
     two missed pings (keepalive = 1s), ends its open streams with that cause, turns new clients
