@@ -3,14 +3,22 @@
 # hardening, run every test; then the same suite in an ASan+UBSan build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each step's time, so that a run near CI's limit shows where its time went.
+lap_at=$SECONDS
+lap() {
+        echo "ci: $1: $((SECONDS - lap_at)) s (at $SECONDS s)"
+        lap_at=$SECONDS
+}
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO=sudo
 $SUDO packaging/install-deps.sh
+lap "packages"
 
 meson setup build-ci --wipe -Dwerror=true -Dbuildtype=debugoptimized >/dev/null 2>&1 ||
         meson setup build-ci -Dwerror=true -Dbuildtype=debugoptimized
 ninja -C build-ci
 $SUDO meson test -C build-ci --print-errorlogs --num-processes 2
+lap "main build and tests"
 
 meson setup build-asan --wipe -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false \
         -Dpreload=disabled >/dev/null 2>&1 ||
@@ -19,9 +27,11 @@ ninja -C build-asan
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
         SF_BIG_MIB=16 ${SUDO:+$SUDO -E} meson test -C build-asan --print-errorlogs --num-processes 2 \
         --no-suite preload
+lap "ASan+UBSan build and tests"
 
 # libFuzzer smoke run of every parser that takes outside input, from the committed corpora.
 tests/fuzz/run.sh 10 "$PWD/build-fuzz"
+lap "fuzz"
 
 # Packaging: meson install into a staging tree and meson dist (then a build of the release
 # tarball); the static binaries (-Dstatic=true) for x86_64 and aarch64, each in an empty
@@ -43,6 +53,7 @@ hmusl=$(find "$hstage" -name sockferry-preload-musl.so -type f)
 [ -z "$hmusl" ] || hargs+=("musl-lib:$hmusl")
 tests/hardening/check_hardening.sh "${hargs[@]}"
 rm -rf "$hstage"
+lap "packaging, static binaries, .deb and hardening"
 
 # Stages outside the main build. Each exits 0 (passed), 77 (skipped: it says why) or anything
 # else (failed: CI stops). The closing line counts them beside the meson tests.
@@ -56,6 +67,11 @@ stage() {
         77) stages_skipped=$((stages_skipped + 1)) ;;
         *) echo "CI stage failed (exit $rc): $*" >&2; exit 1 ;;
         esac
+        local a
+        for a in "$@"; do
+                [[ $a != *.sh ]] || break
+        done
+        lap "stage $a"
 }
 # The seccomp sandbox on libuv 1.50 (built from trixie's source package) as well as 1.44 (issue 15).
 stage $SUDO tests/sandbox/ci-stage.sh "$PWD/build-libuv150"
