@@ -3,8 +3,9 @@
 # and named threadpool threads killed the relay before (issue 15). Builds libuv from trixie's
 # source package into a private prefix (tests/sandbox/build-libuv.sh: private apt state, the
 # system's apt configuration untouched), builds sockferry against it with an rpath, and runs the
-# whole test suite against it but the valgrind reruns (which the main build runs, on Debian 12's
-# libuv 1.44, with everything else).
+# whole test suite against it but the valgrind reruns and the minute-long soak (which the main
+# build runs, on Debian 12's libuv 1.44, with everything else: the soak's mixed load takes the
+# paths the e2e suites take one by one, so it adds no system call the sandbox has to allow).
 # usage: tests/sandbox/ci-stage.sh [BUILDDIR]   (run as root, like tests/ci.sh)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -39,8 +40,8 @@ ninja -C "$build" >"$work/ninja.log" 2>&1 || { cat "$work/ninja.log"; fail "buil
 linked=$(ldd "$build/shim/sockferry" | awk '/libuv/ {print $3}')
 [ "$linked" = "$work/prefix/lib/libuv.so.1" ] || fail "sockferry links $linked, not the libuv just built"
 
-# The whole suite but the valgrind reruns (the main build has those, on 1.44); its log stays
-# for CI's closing count.
-meson test -C "$build" --no-rebuild --print-errorlogs --num-processes 2 --no-suite valgrind ||
+# The whole suite but the valgrind reruns and the soak (the main build has those, on 1.44); its
+# log stays for CI's closing count.
+meson test -C "$build" --no-rebuild --print-errorlogs --num-processes 2 --no-suite valgrind --no-suite soak ||
         fail "the test suite on this libuv"
 echo "libuv-1.50 stage: PASS (libuv $version built in ${libuv_s} s; whole stage $((SECONDS - start)) s)"
