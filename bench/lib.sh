@@ -41,6 +41,19 @@ fd_count() {
         { find "${dirs[@]}" -mindepth 1 -maxdepth 1 2>/dev/null || true; } | wc -l
 }
 
+# The machine's CPU counters (user … steal, in ticks) now, for steal_pct.
+cpu_stat() { awk '/^cpu / { print $2, $3, $4, $5, $6, $7, $8, $9; exit }' /proc/stat; }
+
+# Percentage of all CPU time between two cpu_stat readings that the hypervisor gave to others
+# (steal): on a shared VM, the figures measured while it was high are the machine's, not ours.
+steal_pct() {
+        awk -v a="$1" -v b="$2" 'BEGIN {
+                split(a, x, " "); split(b, y, " ")
+                for (i = 1; i <= 8; i++) all += y[i] - x[i]
+                printf "%d\n", all ? 100 * (y[8] - x[8]) / all : 0
+        }'
+}
+
 # Percentage of all CPU time spent busy during the next second.
 busy_pct() {
         local a b
@@ -88,11 +101,13 @@ measure() {
         fi
 }
 
-# Waits until EP answers a ping; exits when a process of ROOTS dies or EP stays silent.
+# Waits until EP answers a ping (or the sf-load client given as arguments, for a contender
+# that carries nothing else); exits when a process of ROOTS dies or EP stays silent.
 wait_ready() {
-        local i p
+        local i p probe=("$@")
+        ((${#probe[@]})) || probe=(pingpong --seconds 0.01)
         for ((i = 0; i < 200; i++)); do
-                "${IN[@]}" "$SF_LOAD" pingpong --connect "$EP" --seconds 0.01 >/dev/null 2>&1 && return 0
+                "${IN[@]}" "$SF_LOAD" "${probe[@]}" --connect "$EP" >/dev/null 2>&1 && return 0
                 for p in "${ROOTS[@]}"; do
                         kill -0 "$p" 2>/dev/null || { echo "$PROG: $NAME exited, see $T/$NAME.log" >&2; exit 1; }
                 done

@@ -958,6 +958,66 @@ static int cmd_idle(const struct opts *o) {
         return open == o->count ? 0 : EXIT_FAILURE;
 }
 
+/* ---- the floor of a relay pair (bench/RESULTS.md) ---- */
+
+/* A blocking listener on EP, for the floor pair. */
+static int listen_blocking(const struct endpoint *ep) {
+        int one = 1, fd = socket(ep->sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                die("socket");
+        if (ep->sa.ss_family == AF_UNIX) {
+                struct stat st;
+                if (lstat(((const struct sockaddr_un *)&ep->sa)->sun_path, &st) == 0 && S_ISSOCK(st.st_mode))
+                        (void)unlink(((const struct sockaddr_un *)&ep->sa)->sun_path);
+        } else {
+                (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        }
+        if (bind(fd, (const struct sockaddr *)&ep->sa, ep->len) < 0 || listen(fd, 4096) < 0)
+                die(ep->text);
+        return fd;
+}
+
+/* The least a relay pair with a shared link must do for one connection test (request 'c', one
+ * byte back), one connection at a time: no framing, no event loop, no authentication, blocking
+ * calls on a link opened once. The container half accepts a client, reads its byte, writes it
+ * to the link, reads the answer from the link and writes it back; the host half reads the link,
+ * connects to the server, writes the byte, reads the answer and writes it to the link. Good for
+ * `conns --concurrency 1` and `first` only: it carries one byte of one connection at a time. */
+static int cmd_floor(const struct opts *o, bool container) {
+        struct endpoint lep = endpoint_or_exit(o->listen), cep = endpoint_or_exit(o->connect);
+        int lfd = listen_blocking(&lep), link;
+        char c;
+
+        if (container) {
+                if ((link = endpoint_connect(&cep)) < 0)
+                        die(o->connect);
+                /* A link lives as long as the pair: it must not time out between clients. */
+                struct timeval none = { 0 };
+                (void)setsockopt(link, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none);
+        } else {
+                if ((link = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) < 0)
+                        die("accept");
+                set_nodelay(link);
+        }
+        for (;;) {
+                int fd;
+                if (container) {
+                        if ((fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) < 0)
+                                die("accept");
+                        if (read_all(fd, &c, 1) < 0 || write_all(link, &c, 1) < 0 || read_all(link, &c, 1) < 0)
+                                die("floor (container half)");
+                        (void)write_all(fd, &c, 1);
+                } else {
+                        if (read_all(link, &c, 1) < 0)
+                                return 0; /* the container half went away */
+                        if ((fd = endpoint_connect(&cep)) < 0 || write_all(fd, &c, 1) < 0 || read_all(fd, &c, 1) < 0 ||
+                            write_all(link, &c, 1) < 0)
+                                die("floor (host half)");
+                }
+                close(fd);
+        }
+}
+
 /* ---- command line ---- */
 
 static int usage(FILE *f, int status) {
@@ -968,6 +1028,8 @@ static int usage(FILE *f, int status) {
               "       sf-load first      --connect EP --count N [--gap-ms MS]   (one at a time)\n"
               "       sf-load idle       --connect EP --count N   (holds them until stdin closes)\n"
               "       sf-load mixed      --connect EP [--seconds S] [--concurrency C] [--wrong EP] [--junk EP]\n"
+              "       sf-load floor-ctr  --listen unix:P --connect tcp:H:PORT   (the floor of a relay pair:\n"
+              "       sf-load floor-host --listen tcp:H:PORT --connect EP        one 'c' request at a time)\n"
               "EP is unix:/path or tcp:HOST:PORT. Results are one line of key=value pairs.\n",
               f);
         return status;
@@ -1079,6 +1141,11 @@ int main(int argc, char **argv) {
         }
         if (!o.connect)
                 return usage(stderr, EXIT_USAGE);
+        if (strcmp(mode, "floor-ctr") == 0 || strcmp(mode, "floor-host") == 0) {
+                if (!o.listen)
+                        return usage(stderr, EXIT_USAGE);
+                return cmd_floor(&o, strcmp(mode, "floor-ctr") == 0);
+        }
         if (strcmp(mode, "throughput") == 0) {
                 if (!dir || (strcmp(dir, "up") != 0 && strcmp(dir, "down") != 0))
                         return usage(stderr, EXIT_USAGE);

@@ -23,6 +23,11 @@
 #         available in this build" while the relay does not know the key `link`
 #   ssh   client → ssh -N -L P:S (inside) → sshd on 127.0.0.1 (a throwaway one, its own host
 #         key and authorized key, Debian's OpenSSH with its default cipher) → unix:S
+#   floor client → sf-load floor-ctr (inside) → one TCP connection → sf-load floor-host →
+#         unix:S: the least any relay pair with a shared link must do for a connection (blocking
+#         calls, no framing, no event loop, no authentication), so the floor under the link
+#         pair's connections/s and first answer; it carries one connection at a time, so only
+#         those two tests, at concurrency 1, are run on it
 #
 # Environment:
 #   RUNS=1              repeats; with more than one, medians and min–max
@@ -89,7 +94,8 @@ bulk_rtt_p99_us	… next to a bulk stream	-	2
 idle_rss_ctr_mib	RSS MiB, $IDLE idle: container side	-	2
 idle_rss_host_mib	… host side	-	2
 idle_tcp	TCP conns across, $IDLE idle	-	2
-busy_pct	machine busy % before	-	2"
+busy_pct	machine busy % before	-	2
+steal_pct	CPU stolen by the host % during	-	2"
 }
 
 # Two tables per network (speed, cost): a row per contender, "median (×ratio)", and with
@@ -139,6 +145,7 @@ report() {
                         for (i = 1; i <= nm; i++) { split(lines[i], f, "\t"); met[i] = f[1]; head[i] = f[2]; ratio[i] = f[3] == "r"; group[i] = f[4] }
                         label["tcp"] = "direct TCP"; label["sf1"] = "sockferry/1 pair"
                         label["link"] = "shared link (sockferry/2)"; label["ssh"] = "ssh -L stream-local"
+                        label["floor"] = "floor of a relay pair"
                 }
                 {
                         k = $1 SUBSEP $3 SUBSEP $4; seen[k] = 1; used[$1, $4] = 1
@@ -166,16 +173,16 @@ targets() {
                         return n % 2 ? s[(n + 1) / 2] : (s[n / 2] + s[n / 2 + 1]) / 2
                 }
                 # the ratio m(link) / m(base) against bound: ge (at least) or le (at most)
-                function cell(net, m, base, bound, how,   x, y, r) {
-                        x = med(net, "link", m); y = med(net, base, m)
+                function cell(net, m, base, bound, how, c,   x, y, r) {
+                        x = med(net, c == "" ? "link" : c, m); y = med(net, base, m)
                         if (x == "" || y == "" || y == 0) return "–"
                         r = x / y
                         return sprintf("×%.2f %s", r, (how == "ge" ? r >= bound : r <= bound) ? "met" : "**short**")
                 }
-                function row(label, m, base, bound, how, only,   n, out) {
+                function row(label, m, base, bound, how, only, c,   n, out) {
                         out = "| " label
                         for (n = 1; n <= nn; n++)
-                                out = out " | " (only == "" || only == netl[n] ? cell(netl[n], m, base, bound, how) : "")
+                                out = out " | " (only == "" || only == netl[n] ? cell(netl[n], m, base, bound, how, c) : "")
                         print out " |"
                 }
                 END {
@@ -191,6 +198,15 @@ targets() {
                         }
                         row("first answer p50 ≤ 1.1× direct TCP on loopback", "first_p50_us", "tcp", 1.1, "le", "loopback")
                         row("first answer p50 ≤ 1.2× direct TCP through slirp", "first_p50_us", "tcp", 1.2, "le", "slirp")
+                        # The same bounds for the floor of a relay pair: where it is short too, no
+                        # relay pair can meet them on this machine.
+                        for (n = 1; n <= nn; n++) if (cnt[netl[n] SUBSEP "floor" SUBSEP "conns_s_c1"]) floor = 1
+                        if (floor) {
+                                row("*floor of a relay pair:* connections/s, 1 at once, ≥ 1.0× on loopback", "conns_s_c1", "tcp", 1.0, "ge", "loopback", "floor")
+                                row("*floor of a relay pair:* connections/s, 1 at once, ≥ 2× through slirp", "conns_s_c1", "tcp", 2.0, "ge", "slirp", "floor")
+                                row("*floor of a relay pair:* first answer p50 ≤ 1.1× on loopback", "first_p50_us", "tcp", 1.1, "le", "loopback", "floor")
+                                row("*floor of a relay pair:* first answer p50 ≤ 1.2× through slirp", "first_p50_us", "tcp", 1.2, "le", "slirp", "floor")
+                        }
                         row("round trips/s ≥ 0.7× direct TCP through slirp", "rtt_s", "tcp", 0.7, "ge", "slirp")
                         row("throughput ≥ 0.8× the sockferry/1 pair", "downN_mib_s", "sf1", 0.8, "ge", "")
                         out = "| a bulk stream raises its neighbour'"'"'s round-trip p99 at most 2×"
@@ -213,7 +229,7 @@ if [[ -n ${REPORT_ONLY:-} ]]; then
         [[ -s $OUT/results.tsv ]] || die "REPORT_ONLY: no $OUT/results.tsv"
         NETS=$(awk -F'\t' '!seen[$1]++ { printf "%s ", $1 }' "$OUT/results.tsv")
         CONTENDERS=()
-        for c in tcp sf1 link ssh; do
+        for c in tcp sf1 link ssh floor; do
                 awk -F'\t' -v c="$c" '$3 == c { f = 1 } END { exit !f }' "$OUT/results.tsv" && CONTENDERS+=("$c")
         done
         LINK_ROW=
@@ -291,12 +307,12 @@ for p in ssh ssh-keygen /usr/sbin/sshd; do
 done
 [[ -z $SSH_WHY ]] || NOTES+="; ssh: $SSH_WHY"
 
-AVAILABLE=(tcp sf1)
+AVAILABLE=(tcp sf1 floor)
 [[ -n $LINK_KEY ]] && AVAILABLE+=(link)
 [[ -z $SSH_WHY ]] && AVAILABLE+=(ssh)
 CONTENDERS=()
 LINK_ROW= # the shared link was asked for and this build has none: its row says so
-for c in tcp sf1 link ssh; do
+for c in tcp sf1 link ssh floor; do
         [[ -z ${ONLY:-} || " $ONLY " == *" $c "* ]] || continue
         if [[ " ${AVAILABLE[*]} " == *" $c "* ]]; then
                 CONTENDERS+=("$c")
@@ -306,7 +322,7 @@ for c in tcp sf1 link ssh; do
                 LINK_ROW=1
         fi
 done
-((${#CONTENDERS[@]})) || die "ONLY=\"$ONLY\" names no contender this build has (tcp sf1 link ssh)"
+((${#CONTENDERS[@]})) || die "ONLY=\"$ONLY\" names no contender this build has (tcp sf1 link ssh floor)"
 
 # ---- the host side: servers, and a throwaway sshd's keys ----
 
@@ -383,6 +399,15 @@ net_down() {
 
 # ---- contenders ----
 
+# Waits (up to 5 s) for a TCP listener on the host's port $1.
+wait_listening() {
+        local i
+        for ((i = 0; i < 100; i++)); do
+                ss -Htln "sport = :$1" | grep -q . && return
+                sleep 0.05
+        done
+}
+
 # Starts contender $1; sets EP (where clients connect), LISTEN_PORT (the host side's TCP port),
 # CTR and HOSTSIDE (the processes of each side: the relays, ssh and sshd) and ROOTS (both).
 start_contender() {
@@ -408,16 +433,21 @@ start_contender() {
                         2>>"$T/$NAME.log" &
                 CTR=($!)
                 ;;
+        floor)
+                EP=unix:$T/floor.sock
+                LISTEN_PORT=$LINK_PORT
+                "$SF_LOAD" floor-host --listen "tcp:127.0.0.1:$LINK_PORT" --connect "unix:$T/srv.sock" 2>>"$T/floor.log" &
+                HOSTSIDE=($!)
+                wait_listening "$LINK_PORT"
+                "${IN[@]}" "$SF_LOAD" floor-ctr --listen "$EP" --connect "tcp:$HOST:$LINK_PORT" 2>>"$T/floor.log" &
+                CTR=($!)
+                ;;
         ssh)
                 EP=unix:$T/ssh.sock
                 LISTEN_PORT=$SSH_PORT
                 /usr/sbin/sshd -D -e -f "$T/ssh/sshd_config" 2>>"$T/ssh.log" &
                 HOSTSIDE=($!)
-                local i
-                for ((i = 0; i < 100; i++)); do
-                        ss -Htln "sport = :$SSH_PORT" | grep -q . && break
-                        sleep 0.05
-                done
+                wait_listening "$SSH_PORT"
                 "${IN[@]}" ssh -N -F /dev/null -i "$T/ssh/id" -p "$SSH_PORT" -o BatchMode=yes -o IdentitiesOnly=yes \
                         -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR \
                         -o ExitOnForwardFailure=yes -o StreamLocalBindUnlink=yes \
@@ -427,7 +457,7 @@ start_contender() {
         esac
         ROOTS=("${CTR[@]}" "${HOSTSIDE[@]}")
         STARTED+=("${ROOTS[@]}")
-        wait_ready
+        if [[ $NAME == floor ]]; then wait_ready first --count 1; else wait_ready; fi
 }
 
 stop_contender() {
@@ -440,20 +470,27 @@ rec() { printf '%s\t%s\t%s\t%s\t%s\n' "$NET" "$1" "$NAME" "$2" "${3:-fail}" >>"$
 mib() { calc "$1 / 1024"; }
 
 one() {
-        local run=$1 line c0 c1 s0 s1 b k bulk_pid quiet across
+        local run=$1 line c0 c1 s0 s1 b k bulk_pid quiet across st0
         NAME=$2
         quiet=$(wait_quiet)
         start_contender "$2"
         rec "$run" busy_pct "$quiet"
+        st0=$(cpu_stat)
 
         line=$(measure first --count "$FIRST_N" --gap-ms "$FIRST_GAP_MS")
         rec "$run" first_p50_us "$(kv "$line" p50_us)"
         rec "$run" first_p99_us "$(kv "$line" p99_us)"
         for k in $CONCS; do
+                [[ $NAME == floor && $k != 1 ]] && continue
                 line=$(measure conns --concurrency "$k" --seconds "$SECONDS_PER")
                 rec "$run" "conns_s_c$k" "$(kv "$line" conns_s)"
                 rec "$run" "conn_errors_c$k" "$(kv "$line" errors)"
         done
+        if [[ $NAME == floor ]]; then
+                rec "$run" steal_pct "$(steal_pct "$st0" "$(cpu_stat)")"
+                stop_contender
+                return
+        fi
 
         line=$(measure pingpong --seconds "$SECONDS_PER")
         rec "$run" rtt_s "$(kv "$line" rtt_s)"
@@ -497,6 +534,7 @@ vm.sh: WARNING: $NET run $run: the link pair carried $IDLE idle clients over $ac
                 echo "vm.sh: $NET $NAME: the idle client failed: $(tail -n 1 "$T/idle.log")" >&2
         fi
         release_idle
+        rec "$run" steal_pct "$(steal_pct "$st0" "$(cpu_stat)")"
         stop_contender
 }
 
