@@ -41,31 +41,35 @@ fd_count() {
         { find "${dirs[@]}" -mindepth 1 -maxdepth 1 2>/dev/null || true; } | wc -l
 }
 
-# The machine's CPU counters (user … steal, in ticks) now, for steal_pct.
-cpu_stat() { awk '/^cpu / { print $2, $3, $4, $5, $6, $7, $8, $9; exit }' /proc/stat; }
+# The machine's CPU counters (user nice system idle iowait irq softirq steal, in ticks) now.
+cpu_stat() {
+        local a
+        read -ra a </proc/stat
+        echo "${a[*]:1:8}"
+}
 
-# Percentage of all CPU time between two cpu_stat readings that the hypervisor gave to others
-# (steal): on a shared VM, the figures measured while it was high are the machine's, not ours.
-steal_pct() {
-        awk -v a="$1" -v b="$2" 'BEGIN {
+# Percentage of all CPU time between two cpu_stat readings that was busy (all but idle and
+# iowait) or stolen (steal: what the hypervisor gave to others) — $3 says which.
+cpu_pct() {
+        awk -v a="$1" -v b="$2" -v kind="$3" 'BEGIN {
                 split(a, x, " "); split(b, y, " ")
-                for (i = 1; i <= 8; i++) all += y[i] - x[i]
-                printf "%d\n", all ? 100 * (y[8] - x[8]) / all : 0
+                for (i = 1; i <= 8; i++) { d[i] = y[i] - x[i]; all += d[i] }
+                part = kind == "steal" ? d[8] : all - d[4] - d[5]
+                printf "%d\n", all ? 100 * part / all : 0
         }'
 }
 
 # Percentage of all CPU time spent busy during the next second.
 busy_pct() {
-        local a b
-        read -ra a </proc/stat
+        local a
+        a=$(cpu_stat)
         sleep 1
-        read -ra b </proc/stat
-        awk -v a="${a[*]:1:8}" -v b="${b[*]:1:8}" 'BEGIN {
-                split(a, x, " "); split(b, y, " ")
-                for (i = 1; i <= 8; i++) { d = y[i] - x[i]; all += d; if (i == 4 || i == 5) idle += d }
-                printf "%d\n", all ? 100 * (all - idle) / all : 0
-        }'
+        cpu_pct "$a" "$(cpu_stat)" busy
 }
+
+# Percentage of all CPU time stolen by the hypervisor between two cpu_stat readings: on a
+# shared VM, the figures measured while it was high are the machine's, not ours.
+steal_pct() { cpu_pct "$1" "$2" steal; }
 
 wait_quiet() {
         local until=$((SECONDS + WAIT_QUIET)) b

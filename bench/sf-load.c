@@ -333,29 +333,35 @@ static void *server_worker(void *arg) {
         }
 }
 
+/* A listener on EP (socket FLAGS such as SOCK_NONBLOCK), replacing a stale socket of an
+ * earlier run at a unix path; exits when it cannot listen. */
+static int endpoint_listen(const struct endpoint *ep, int flags) {
+        int one = 1, fd = socket(ep->sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC | flags, 0);
+        if (fd < 0)
+                die("socket");
+        if (ep->sa.ss_family == AF_UNIX) {
+                const char *path = ((const struct sockaddr_un *)&ep->sa)->sun_path;
+                struct stat st;
+                if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode))
+                        (void)unlink(path);
+        } else {
+                (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        }
+        if (bind(fd, (const struct sockaddr *)&ep->sa, ep->len) < 0 || listen(fd, 4096) < 0)
+                die(ep->text);
+        return fd;
+}
+
 static int cmd_server(const struct opts *o) {
         struct endpoint ep;
         struct server s;
-        int one = 1;
 
         if (endpoint_parse(o->listen, &ep) < 0) {
                 fprintf(stderr, "sf-load: bad endpoint '%s'\n", o->listen);
                 return EXIT_USAGE;
         }
         s.tcp = ep.sa.ss_family != AF_UNIX;
-        s.fd = socket(ep.sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        if (s.fd < 0)
-                die("socket");
-        if (s.tcp) {
-                (void)setsockopt(s.fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        } else {
-                const char *path = ((struct sockaddr_un *)&ep.sa)->sun_path;
-                struct stat st;
-                if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode))
-                        (void)unlink(path); /* stale socket of an earlier run */
-        }
-        if (bind(s.fd, (struct sockaddr *)&ep.sa, ep.len) < 0 || listen(s.fd, 4096) < 0)
-                die(o->listen);
+        s.fd = endpoint_listen(&ep, SOCK_NONBLOCK);
 
         for (unsigned i = 1; i < o->threads; i++) {
                 pthread_t t;
@@ -960,23 +966,6 @@ static int cmd_idle(const struct opts *o) {
 
 /* ---- the floor of a relay pair (bench/RESULTS.md) ---- */
 
-/* A blocking listener on EP, for the floor pair. */
-static int listen_blocking(const struct endpoint *ep) {
-        int one = 1, fd = socket(ep->sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0)
-                die("socket");
-        if (ep->sa.ss_family == AF_UNIX) {
-                struct stat st;
-                if (lstat(((const struct sockaddr_un *)&ep->sa)->sun_path, &st) == 0 && S_ISSOCK(st.st_mode))
-                        (void)unlink(((const struct sockaddr_un *)&ep->sa)->sun_path);
-        } else {
-                (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        }
-        if (bind(fd, (const struct sockaddr *)&ep->sa, ep->len) < 0 || listen(fd, 4096) < 0)
-                die(ep->text);
-        return fd;
-}
-
 /* The least a relay pair with a shared link must do for one connection test (request 'c', one
  * byte back), one connection at a time: no framing, no event loop, no authentication, blocking
  * calls on a link opened once. The container half accepts a client, reads its byte, writes it
@@ -985,7 +974,7 @@ static int listen_blocking(const struct endpoint *ep) {
  * `conns --concurrency 1` and `first` only: it carries one byte of one connection at a time. */
 static int cmd_floor(const struct opts *o, bool container) {
         struct endpoint lep = endpoint_or_exit(o->listen), cep = endpoint_or_exit(o->connect);
-        int lfd = listen_blocking(&lep), link;
+        int lfd = endpoint_listen(&lep, 0), link;
         char c;
 
         if (container) {

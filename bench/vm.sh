@@ -469,8 +469,10 @@ rec() { printf '%s\t%s\t%s\t%s\t%s\n' "$NET" "$1" "$NAME" "$2" "${3:-fail}" >>"$
 
 mib() { calc "$1 / 1024"; }
 
+# Run $1 of contender $2: the connection tests, then (for all but the floor, which carries one
+# request of one connection at a time) streams_tests.
 one() {
-        local run=$1 line c0 c1 s0 s1 b k bulk_pid quiet across st0
+        local run=$1 line k quiet st0
         NAME=$2
         quiet=$(wait_quiet)
         start_contender "$2"
@@ -486,12 +488,16 @@ one() {
                 rec "$run" "conns_s_c$k" "$(kv "$line" conns_s)"
                 rec "$run" "conn_errors_c$k" "$(kv "$line" errors)"
         done
-        if [[ $NAME == floor ]]; then
-                rec "$run" steal_pct "$(steal_pct "$st0" "$(cpu_stat)")"
-                stop_contender
-                return
-        fi
+        # an if, not ||: a function on the left of || would run with set -e off
+        if [[ $NAME != floor ]]; then streams_tests "$run"; fi
+        rec "$run" steal_pct "$(steal_pct "$st0" "$(cpu_stat)")"
+        stop_contender
+}
 
+# Run $1's tests of what streams carry once open, on the running contender: round trips (alone
+# and next to a bulk stream), throughput and its CPU, idle clients' memory and connections.
+streams_tests() {
+        local run=$1 line c0 c1 s0 s1 b bulk_pid across
         line=$(measure pingpong --seconds "$SECONDS_PER")
         rec "$run" rtt_s "$(kv "$line" rtt_s)"
         rec "$run" rtt_p99_us "$(kv "$line" p99_us)"
@@ -534,8 +540,6 @@ vm.sh: WARNING: $NET run $run: the link pair carried $IDLE idle clients over $ac
                 echo "vm.sh: $NET $NAME: the idle client failed: $(tail -n 1 "$T/idle.log")" >&2
         fi
         release_idle
-        rec "$run" steal_pct "$(steal_pct "$st0" "$(cpu_stat)")"
-        stop_contender
 }
 
 # ---- main ----
