@@ -73,3 +73,14 @@ int sf_errno_uv(int uv_error);
  * account may: root or the same user on POSIX; on Windows the pipe's security descriptor
  * already admits no one else. who: the peer, for a refusal's message; allowed: who may. */
 bool sf_peer_trusted(uv_stream_t *s, char *who, size_t who_cap, char *allowed, size_t allowed_cap);
+
+/* Makes what the calling thread creates from now on belong to uid:gid, with only that user's
+ * rights to the file system, until sf_fs_user_leave: for files made in a directory of that user,
+ * which a process acting as root must not make as root (relay/listen/safedir.h). Linux: the
+ * thread's file-system ids (setfsuid, setfsgid), so no other thread and no signal permission
+ * changes; elsewhere the effective ids, for the whole process (seteuid, setegid; the saved ids
+ * keep root to come back to). Needs root (CAP_SETUID and CAP_SETGID). 0, or -EPERM when the ids
+ * did not change (nothing changed then). */
+int sf_fs_user_enter(uid_t uid, gid_t gid);
+/* Back to the process's effective ids. */
+void sf_fs_user_leave(void);

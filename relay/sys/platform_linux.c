@@ -5,8 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <linux/vm_sockets.h>
 
 const int sf_af_vsock = AF_VSOCK;
@@ -73,4 +75,20 @@ bool sf_mount_point(const char *path) {
         }
         fclose(f);
         return found;
+}
+
+/* setfsuid() answers with the previous id whether or not it changed it; asking again with an
+ * id that can never be set (-1) answers the current one. */
+int sf_fs_user_enter(uid_t uid, gid_t gid) {
+        setfsgid(gid);
+        setfsuid(uid);
+        if ((uid_t)setfsuid((uid_t)-1) == uid && (gid_t)setfsgid((gid_t)-1) == gid)
+                return 0;
+        sf_fs_user_leave();
+        return -EPERM;
+}
+
+void sf_fs_user_leave(void) {
+        setfsuid(geteuid());
+        setfsgid(getegid());
 }

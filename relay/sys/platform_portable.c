@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "conf/log.h"
+
 const int sf_af_vsock = -1;
 /* What accept4/SOCK_NONBLOCK|SOCK_CLOEXEC do in one call on Linux; and where the system has
  * SO_NOSIGPIPE (macOS has no MSG_NOSIGNAL), no SIGPIPE from a send to a closed peer. */
@@ -77,4 +79,27 @@ bool sf_mount_point(const char *path) {
         if (stat(dir, &pst) < 0)
                 return false;
         return st.st_dev != pst.st_dev || (st.st_ino == pst.st_ino && st.st_dev == pst.st_dev);
+}
+
+/* No per-thread file-system ids here: the effective ids, which the saved ones (root's) bring
+ * back. The group first, while the process may still change it. */
+static uid_t fs_euid;
+static gid_t fs_egid;
+
+int sf_fs_user_enter(uid_t uid, gid_t gid) {
+        fs_euid = geteuid();
+        fs_egid = getegid();
+        if (setegid(gid) < 0)
+                return -EPERM;
+        if (seteuid(uid) < 0) {
+                sf_fs_user_leave();
+                return -EPERM;
+        }
+        return 0;
+}
+
+void sf_fs_user_leave(void) {
+        if (seteuid(fs_euid) < 0 || setegid(fs_egid) < 0)
+                sf_log_warn("cannot take back uid %u, gid %u after acting as another user: %s", (unsigned)fs_euid,
+                            (unsigned)fs_egid, strerror(errno));
 }

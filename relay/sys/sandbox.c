@@ -378,6 +378,7 @@ static atomic_bool refused_new;
 static unsigned long logged[REFUSED_MAX / WORD_BITS];
 static uv_prepare_t reporter;
 static bool reporter_on;
+static bool applied;
 
 #ifdef SET_RETURN
 static void on_sigsys(int sig, siginfo_t *info, void *context) {
@@ -470,9 +471,14 @@ int sf_sandbox_apply(uv_loop_t *loop) {
                 sf_sandbox_close();
                 return r;
         }
+        applied = true;
         sf_log_debug("seccomp sandbox: on (a system call the relay does not use fails with ENOSYS and is "
                      "logged; execve, fork, ptrace, setuid and the like kill it)");
         return 0;
+}
+
+bool sf_sandbox_applied(void) {
+        return applied;
 }
 
 void sf_sandbox_close(void) {
@@ -514,6 +520,10 @@ int sf_sandbox_prepare(void) {
 int sf_sandbox_apply(uv_loop_t *loop) {
         (void)loop;
         return -ENOSYS;
+}
+
+bool sf_sandbox_applied(void) {
+        return false;
 }
 
 void sf_sandbox_close(void) {

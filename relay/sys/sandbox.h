@@ -51,6 +51,10 @@ int sf_sandbox_probe(void);
  * would refuse; another -errno (logged) when the kernel refused the filter. */
 int sf_sandbox_apply(uv_loop_t *loop);
 
+/* True once sf_sandbox_apply put the filter in force: from then on a change of identity, even of
+ * the file-system ids alone, kills the process. */
+bool sf_sandbox_applied(void);
+
 /* Logs what was refused and not logged yet and closes the loop handle of sf_sandbox_apply
  * (the loop must run once more to release it). The filter stays. Safe to call twice, and
  * when the sandbox was never applied. */
