@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "relay/listen/listener.h"
 #include "relay/listen/safedir.h"
 #include "relay/listen/sockpath.h"
 
@@ -186,10 +187,10 @@ enum sf_alias_result sf_alias_apply(const struct sf_forward *f, const struct sf_
         struct sf_safedir_policy trust;
         struct at a;
         char what[SF_UNIX_PATH_MAX + 8];
-        sf_safedir_policy_init(&trust, c->user_set, c->uid);
+        sf_listener_policy(f, c, &trust);
         snprintf(what, sizeof what, "alias %s", f->alias);
         /* Its directory is made 0755 like a listen path's. */
-        a.dirfd = sf_safedir_open(&trust, f->alias, true, f->name, what, &a.base);
+        a.dirfd = sf_safedir_open(&trust, f->alias, true, f->name, what, &a.base, NULL);
         if (a.dirfd == -EPERM)
                 return SF_ALIAS_UNSAFE;
         if (a.dirfd < 0)

@@ -12,11 +12,14 @@ struct sf_conf;
 
 #define SF_TOKENFILE_KEYGEN_HINT "create one with sockferry keygen -o"
 
-/* Opens the token file at path (links followed), refuses anything but a regular file, an
- * owner or access rights that let someone other than the loading user (c's `user`, the
- * administrator) read or change it, and a file larger than cap bytes (-EFBIG, also when it
- * grows while read). Reads it into buf (cap bytes); *n is how many. Logs the file, the cause
- * and the fix. Returns 0 or -errno. */
+/* Opens the token file at path (links followed), refuses anything but a regular file, access
+ * rights that let someone other than its owner read or change it, a place on the way that
+ * someone else could change (POSIX: a directory or link that is not root's, the loading user's,
+ * c's `user` or the file owner's; Windows: an owner other than the loading user, SYSTEM or
+ * Administrators, since the folders are not walked there), and a file larger than cap bytes
+ * (-EFBIG, also when it grows while read). Reads it into buf (cap bytes); *n is how many. Logs
+ * the file, the cause and the fix (for a file this process may not read: its owner, group and
+ * mode, and what makes it readable). Returns 0 or -errno. */
 int sf_tokenfile_read(const char *path, const struct sf_conf *c, char *buf, size_t cap, size_t *n);
 /* Writes hex[0..len) to a new file at path that only the current user can read, creating
  * missing directories the same way: without force an existing path (even a dangling link) is

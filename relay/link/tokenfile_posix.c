@@ -1,5 +1,6 @@
-/* Token files on Linux, macOS and the BSDs: the owner and the mode decide who can read or
- * change the token (relay/link/tokenfile.h). */
+/* Token files on Linux, macOS and the BSDs: the mode decides who can read the token, and the
+ * file's owner with the owners of the directories on its path who can change it
+ * (relay/link/tokenfile.h). */
 #include "relay/link/tokenfile.h"
 
 #include <errno.h>
@@ -56,26 +57,59 @@ static int read_all(int fd, char *buf, size_t cap, size_t *n) {
         return 0;
 }
 
+/* The file is there but this process may not read it: say whose it is and what makes it
+ * readable, where the file comes from (st: its lstat). */
+static void unreadable(const char *path, const struct stat *st) {
+        unsigned me = (unsigned)geteuid(), gid = (unsigned)getegid();
+        char owner[96], fix[PATH_MAX + 128], run[160];
+        sf_safedir_user_name(st->st_uid, owner, sizeof owner);
+        if (st->st_uid == me)
+                snprintf(fix, sizeof fix, "chmod 400 %s", path);
+        else
+                snprintf(fix, sizeof fix, "chown %u %s where the file is made (the host's file of a bind mount)", me,
+                         path);
+        if (st->st_uid == 0)
+                snprintf(run, sizeof run,
+                         "start sockferry as root (-u 0) with user = %u: it reads the token, then runs as that user",
+                         me);
+        else
+                snprintf(run, sizeof run, "run as its owner (-u %u)", (unsigned)st->st_uid);
+        sf_log_error("token file %s: uid %u (gid %u) cannot read it: it is owned by %s, gid %u, mode %04o. Make it "
+                     "readable by uid %u alone: %s; a Compose file secret keeps the host file's owner and mode "
+                     "(uid:, gid: and mode: are ignored for it), so chown that file, or give the secret from "
+                     "environment: with uid: \"%u\" and mode: 0400 (Compose v2); Swarm: uid: \"%u\" and mode: 0400 "
+                     "in the long secrets: syntax; Podman: --secret NAME,uid=%u,mode=0400; or %s",
+                     path, me, gid, owner, (unsigned)st->st_gid, (unsigned)(st->st_mode & 07777), me, fix, me, me, me,
+                     run);
+}
+
 int sf_tokenfile_read(const char *path, const struct sf_conf *c, char *buf, size_t cap, size_t *n) {
         struct sf_safedir_policy owners;
-        struct stat st;
+        struct sf_safedir_found found;
+        struct stat st, denied = { .st_mode = 0 };
         char extra;
         size_t more = 0;
         int fd, r;
 
         *n = 0;
-        sf_safedir_policy_init(&owners, c->user_set, c->uid);
-
-        /* The path is walked as a listen path is (relay/listen/safedir.h): whoever could change a
-         * directory or a link on the way could point the relay at another token. Links are
-         * followed where root or a trusted user owns them, as Kubernetes secrets need
-         * (token -> ..data/token, ..data -> ..2024_...). The checks below apply to what was
+        /* Judged by who can change the token, not by who owns it (doc/SECURITY.md, "Token file
+         * ownership"): the path is walked as a listen path is (relay/listen/safedir.h), so
+         * whoever could change a directory or a link on the way could point the relay at
+         * another token; but directories and links of one other owner pass, and the file must
+         * then be that owner's too: a Mac user's files seen through virtiofs (uid 501), a
+         * secret bind-mounted from the host. What is on a read-only mount passes whoever owns
+         * it. Links are followed where the rule lets their owner decide, as Kubernetes secrets
+         * need (token -> ..data/token, ..data -> ..2024_...). The checks below apply to what was
          * opened, through fstat. O_NONBLOCK keeps a FIFO at the path from blocking the open. */
+        sf_safedir_policy_init(&owners, c->user_set, c->uid, c->gid);
+        owners.any_owner = true;
         char what[PATH_MAX + 16];
         snprintf(what, sizeof what, "token file %s", path);
-        fd = sf_safedir_open_file(&owners, path, O_RDONLY | O_NOCTTY | O_NONBLOCK, NULL, what);
+        fd = sf_safedir_open_file(&owners, path, O_RDONLY | O_NOCTTY | O_NONBLOCK, NULL, what, &found, &denied);
         if (fd == -ENOENT)
                 sf_log_error("cannot open token file %s: %s; " KEYGEN_HINT " %s", path, strerror(ENOENT), path);
+        if (fd == -EACCES && denied.st_mode)
+                unreadable(path, &denied);
         if (fd < 0)
                 return fd;
         if (fstat(fd, &st) < 0) {
@@ -96,14 +130,26 @@ int sf_tokenfile_read(const char *path, const struct sf_conf *c, char *buf, size
                 r = -EINVAL;
                 goto out;
         }
-        if (!sf_safedir_owner_ok(&owners, st.st_uid)) {
-                char who[96], me[96];
+        if (found.shared_dir && !sf_safedir_owner_ok(&owners, st.st_uid)) {
+                char who[96];
                 sf_safedir_user_name(st.st_uid, who, sizeof who);
-                sf_safedir_user_name(geteuid(), me, sizeof me);
-                sf_log_error("token file %s is owned by %s, who can change or replace the token; only root or "
-                             "the user that loads it (%s%s%s) may own it: run chown root %s",
-                             path, who, me, c->user_set ? ", or the configured user " : "", c->user_set ? c->user : "",
-                             path);
+                sf_log_error("token file %s is owned by %s, in a directory where anyone may create files, so that "
+                             "user may have put it there; refusing to use it. Run chown root %s, or move the token "
+                             "to a directory of its own (/etc/sockferry)",
+                             path, who, path);
+                r = -EPERM;
+                goto out;
+        }
+        if (found.other && st.st_uid != found.other_uid) {
+                char who[96], theirs[96];
+                sf_safedir_user_name(found.other_uid, who, sizeof who);
+                sf_safedir_user_name(st.st_uid, theirs, sizeof theirs);
+                sf_log_error("token file %s: the %s %s is owned by %s, who could put another file in its place, "
+                             "and the token there is %s's; refusing to use it. Keep the token where only its owner, "
+                             "root or the relay's user can change the path: run chown %sroot %s, or move the token "
+                             "under /etc/sockferry",
+                             path, found.other_link ? "symbolic link" : "directory", found.other_path, who, theirs,
+                             found.other_link ? "-h " : "", found.other_path);
                 r = -EPERM;
                 goto out;
         }
@@ -118,6 +164,13 @@ int sf_tokenfile_read(const char *path, const struct sf_conf *c, char *buf, size
                              path, (unsigned)(st.st_mode & 07777), path);
                 r = -EPERM;
                 goto out;
+        }
+        if (!sf_safedir_owner_ok(&owners, st.st_uid)) {
+                char who[96];
+                sf_safedir_user_name(st.st_uid, who, sizeof who);
+                sf_log_info("token file %s belongs to %s, who can change it: taken, since nobody else can (mode "
+                            "%04o); whoever runs as that uid here holds the token too",
+                            path, who, (unsigned)(st.st_mode & 07777));
         }
         if (st.st_size < 0 || (unsigned long long)st.st_size > cap) {
                 sf_log_error("token file %s is %lld bytes, too large for a token (at most %zu); " KEYGEN_HINT " %s",

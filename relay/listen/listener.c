@@ -128,8 +128,9 @@ static int bind_path(const struct sf_forward *f, const struct sf_safedir_policy 
                      struct sf_listener *l) {
         const char *name = f->name, *path = f->listen.path, *base;
         char what[SF_UNIX_PATH_MAX + 16];
+        struct sf_safedir_found found;
         snprintf(what, sizeof what, "listen %s", f->listen.text);
-        int dirfd = sf_safedir_open(trust, path, true, name, what, &base);
+        int dirfd = sf_safedir_open(trust, path, true, name, what, &base, &found);
         if (dirfd < 0)
                 return dirfd;
         int cwd = sf_safedir_enter(dirfd), r = cwd < 0 ? cwd : 0;
@@ -137,11 +138,27 @@ static int bind_path(const struct sf_forward *f, const struct sf_safedir_policy 
                 sf_log(SF_LOG_ERROR, name, 0, "%s: cannot enter its directory: %s", what, strerror(-r));
         else {
                 r = clear_path(name, path, dirfd, base);
+                /* In a directory the socket's user can change, the socket is made as that user,
+                 * with that user's rights: root never chowns a name someone else can swap for a
+                 * link to another file, nor makes a file where that user's link points. */
+                bool as_user = r == 0 && found.users;
+                if (as_user)
+                        r = sf_safedir_as_user(trust, name, what);
                 struct sockaddr_un sa = { .sun_family = AF_UNIX };
                 snprintf(sa.sun_path, sizeof sa.sun_path, "%s", base);
                 if (r == 0 && (r = bind_umask(fd, &sa, sizeof sa, f->mode)) < 0)
                         sf_log(SF_LOG_ERROR, name, 0, "%s: bind: %s%s", what, strerror(-r),
                                r == -EACCES ? " — the relay's user cannot create files in that directory" : "");
+                if (r == 0 && as_user && f->group_set &&
+                    fchownat(dirfd, base, (uid_t)-1, f->group, AT_SYMLINK_NOFOLLOW) < 0) {
+                        r = -errno;
+                        sf_log(SF_LOG_ERROR, name, 0,
+                               "%s: cannot give the socket group %u as uid %u, in whose directory it is: %s",
+                               what, (unsigned)f->group, (unsigned)trust->user, strerror(-r));
+                        unlinkat(dirfd, base, 0);
+                }
+                if (as_user)
+                        sf_fs_user_leave();
                 sf_safedir_leave(cwd);
         }
         struct stat st;
@@ -159,6 +176,8 @@ static int bind_path(const struct sf_forward *f, const struct sf_safedir_policy 
         l->dev = st.st_dev;
         l->ino = st.st_ino;
         snprintf(l->path, sizeof l->path, "%s", path);
+        if (found.users)
+                return 0; /* made as its user, with its group: nothing left to change */
         if ((f->owner_set || f->group_set) &&
             fchownat(dirfd, base, f->owner_set ? f->owner : (uid_t)-1, f->group_set ? f->group : (gid_t)-1,
                      AT_SYMLINK_NOFOLLOW) < 0) {
@@ -375,9 +394,14 @@ int sf_listener_serve(struct sf_listener *l, uv_loop_t *loop, int backlog, uv_co
         return r < 0 ? -sf_errno_uv(r) : 0;
 }
 
+void sf_listener_policy(const struct sf_forward *f, const struct sf_conf *c, struct sf_safedir_policy *p) {
+        bool user_set = f->owner_set || c->user_set;
+        sf_safedir_policy_init(p, user_set, f->owner_set ? f->owner : c->uid, f->group_set ? f->group : getegid());
+}
+
 int sf_listener_open(uv_loop_t *loop, const struct sf_forward *f, const struct sf_conf *c, struct sf_listener *l) {
         struct sf_safedir_policy trust;
-        sf_safedir_policy_init(&trust, c->user_set, c->uid);
+        sf_listener_policy(f, c, &trust);
         memset(l, 0, sizeof *l);
         l->fd = -1;
         switch (f->listen.kind) {
@@ -405,11 +429,11 @@ int sf_listener_place_check(const struct sf_forward *f, const struct sf_conf *c)
         if (!slash || slash == dir || (*slash = '\0', stat(dir, &st) < 0))
                 return 0;
         struct sf_safedir_policy trust;
-        sf_safedir_policy_init(&trust, c->user_set, c->uid);
+        sf_listener_policy(f, c, &trust);
         char what[SF_UNIX_PATH_MAX + 16];
         const char *base;
         snprintf(what, sizeof what, "listen %s", f->listen.text);
-        int fd = sf_safedir_open(&trust, f->listen.path, false, f->name, what, &base);
+        int fd = sf_safedir_open(&trust, f->listen.path, false, f->name, what, &base, NULL);
         if (fd >= 0)
                 close(fd);
         return fd == -EPERM ? -EPERM : 0;

@@ -9,6 +9,7 @@
 
 struct sf_watch;
 struct sf_listen_srv;
+struct sf_safedir_policy;
 
 struct sf_listener {
         int fd;            /* -1 when closed, or when srv took it */
@@ -24,10 +25,14 @@ struct sf_listener {
 };
 
 /* Binds and listens on f->listen; logs the forward, endpoint, cause and fix on failure. A unix
- * path must lie in directories that only root, the effective user and c's `user` can change
- * (relay/listen/safedir.h). Returns 0 or -errno: -EPERM when a policy refuses the endpoint (a
- * configuration error). */
+ * path must lie in directories that only root, the effective user and the socket's user can
+ * change (sf_listener_policy); what is made in that user's directories is made as that user.
+ * Returns 0 or -errno: -EPERM when a policy refuses the endpoint (a configuration error). */
 int sf_listener_open(uv_loop_t *loop, const struct sf_forward *f, const struct sf_conf *c, struct sf_listener *l);
+/* The directory policy of f's unix listen path and alias (relay/listen/safedir.h): trusted are
+ * root, the effective uid and the user the socket is for, its `owner`, else c's `user`;
+ * what is made as that user gets the forward's `group`, else the effective gid. */
+void sf_listener_policy(const struct sf_forward *f, const struct sf_conf *c, struct sf_safedir_policy *p);
 /* Whether the directories on a unix listen path pass the relay's policy (relay/listen/safedir.h),
  * for a configuration test: missing ones are not checked (the relay creates them). 0, or
  * -EPERM when the policy refuses the place (logged). */

@@ -6,16 +6,18 @@
 #include <pwd.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "conf/log.h"
 #include "relay/sys/platform.h"
+#include "relay/sys/sandbox.h"
 
 /* As the kernel's own limit on links followed in one lookup. */
 #define MAX_LINKS 40
 
-void sf_safedir_policy_init(struct sf_safedir_policy *p, bool user_set, uid_t user) {
-        p->n_trusted = 0;
+void sf_safedir_policy_init(struct sf_safedir_policy *p, bool user_set, uid_t user, gid_t gid) {
+        *p = (struct sf_safedir_policy){ .user_set = user_set, .user = user, .gid = gid };
         p->trusted[p->n_trusted++] = geteuid();
         if (user_set)
                 p->trusted[p->n_trusted++] = user;
@@ -30,22 +32,43 @@ bool sf_safedir_owner_ok(const struct sf_safedir_policy *p, uid_t uid) {
         return false;
 }
 
+/* In a sticky directory only an entry's owner (and root) may rename or remove it, so others
+ * can add their own names there but never take over ours; the directory itself must then be
+ * root's, or its owner could still do anything in it. */
+static bool writable_by_others(const struct stat *st) {
+        return (st->st_mode & (S_IWGRP | S_IWOTH)) && !((st->st_mode & S_ISVTX) && st->st_uid == 0);
+}
+
 bool sf_safedir_dir_ok(const struct sf_safedir_policy *p, const struct stat *st) {
-        if (!S_ISDIR(st->st_mode) || !sf_safedir_owner_ok(p, st->st_uid))
-                return false;
-        /* In a sticky directory only an entry's owner (and root) may rename or remove it, so
-         * others can add their own names there but never take over ours; the directory itself
-         * must then be root's, or its owner could still do anything in it. */
-        if (st->st_mode & (S_IWGRP | S_IWOTH))
-                return (st->st_mode & S_ISVTX) && st->st_uid == 0;
-        return true;
+        return S_ISDIR(st->st_mode) && sf_safedir_owner_ok(p, st->st_uid) && !writable_by_others(st);
+}
+
+int sf_safedir_as_user(const struct sf_safedir_policy *p, const char *name, const char *what) {
+        if (sf_sandbox_applied()) {
+                sf_log(SF_LOG_ERROR, name, 0,
+                       "%s: its directory is uid %u's, so it is made as that user, which the sandbox no longer "
+                       "allows; restart the relay to make it (or set seccomp = no)",
+                       what, (unsigned)p->user);
+                return -ENOSYS;
+        }
+        if (sf_fs_user_enter(p->user, p->gid) < 0) {
+                sf_log(SF_LOG_ERROR, name, 0,
+                       "%s: its directory is uid %u's, so it is made as that user, and this process cannot act as "
+                       "uid %u, gid %u (that needs root: CAP_SETUID and CAP_SETGID)",
+                       what, (unsigned)p->user, (unsigned)p->user, (unsigned)p->gid);
+                return -EPERM;
+        }
+        return 0;
 }
 
 struct walk {
         const struct sf_safedir_policy *p;
         const char *name, *what, *path;
         const char *place; /* a place that is safe for what the path is for: for messages */
+        bool socket;       /* a socket's path (owner = decides who it is for): for messages */
+        bool parent_shared; /* others may add names to the directory above the one reached */
         char where[PATH_MAX]; /* the directory reached so far, links resolved: for messages */
+        struct sf_safedir_found found;
 };
 
 const char *sf_safedir_user_name(uid_t uid, char *buf, size_t size) {
@@ -58,9 +81,9 @@ const char *sf_safedir_user_name(uid_t uid, char *buf, size_t size) {
 }
 
 static int refuse(const struct walk *w, const char *path, const struct stat *st) {
-        char owner[96], mode[32] = "", fix[2 * PATH_MAX + 64];
+        char owner[96], mode[32] = "", fix[2 * PATH_MAX + 64], user[64] = "";
         bool link = S_ISLNK(st->st_mode), bad_owner = !sf_safedir_owner_ok(w->p, st->st_uid);
-        bool writable = (st->st_mode & (S_IWGRP | S_IWOTH)) && !((st->st_mode & S_ISVTX) && st->st_uid == 0);
+        bool writable = !link && writable_by_others(st);
         if (link) {
                 snprintf(fix, sizeof fix, "chown -h root %s", path);
         } else {
@@ -70,13 +93,17 @@ static int refuse(const struct walk *w, const char *path, const struct stat *st)
                 else
                         snprintf(fix, sizeof fix, "%s %s", bad_owner ? "chown root" : "chmod go-w", path);
         }
+        /* A user's own directory is the place for a socket that is that user's. */
+        if (w->socket && bad_owner && !writable && st->st_uid != 0)
+                snprintf(user, sizeof user, ", set owner = %u if the socket is for that user",
+                         (unsigned)st->st_uid);
         const char *who = bad_owner ? "its owner" : (st->st_mode & S_IWOTH) ? "any user" : "its group";
         sf_safedir_user_name(st->st_uid, owner, sizeof owner);
         sf_log(SF_LOG_ERROR, w->name, 0,
                "%s: the %s %s is owned by %s%s, so %s could change where the path leads; refusing to use "
-               "it. Use a place only root or the relay's user can change (run %s, or pick a path under "
+               "it. Use a place only root or the relay's user can change (run %s%s, or pick a path under "
                "%s)",
-               w->what, link ? "symbolic link" : "directory", path, owner, mode, who, fix, w->place);
+               w->what, link ? "symbolic link" : "directory", path, owner, mode, who, fix, user, w->place);
         return -EPERM;
 }
 
@@ -85,14 +112,78 @@ static int fail(const struct walk *w, const char *what, const char *path, int e)
         return -e;
 }
 
+/* The directory at fd (w->where) does not let this process search it: says whose it is. */
+static int fail_search(const struct walk *w, int fd, const char *path) {
+        struct stat st;
+        char owner[96];
+        if (fstat(fd, &st) < 0)
+                return fail(w, "cannot examine", path, EACCES);
+        sf_safedir_user_name(st.st_uid, owner, sizeof owner);
+        sf_log(SF_LOG_ERROR, w->name, 0,
+               "%s: cannot examine %s: %s: the directory %s (owner %s, group %u, mode %04o) does not let uid %u "
+               "(gid %u) search it; give that user search access (chmod o+x %s), or run as a user it admits",
+               w->what, path, strerror(EACCES), w->where, owner, (unsigned)st.st_gid, (unsigned)(st.st_mode & 07777),
+               (unsigned)geteuid(), (unsigned)getegid(), w->where);
+        return -EACCES;
+}
+
+static bool read_only(int fd) {
+        struct statvfs sv;
+        return fstatvfs(fd, &sv) == 0 && (sv.f_flag & ST_RDONLY);
+}
+
+/* Whether others may add names to the directory at fd (a sticky one of root's passes the rule
+ * with that): what is in it may have been put there by anyone. */
+static bool others_add(int fd) {
+        struct stat st;
+        return fstat(fd, &st) == 0 && (st.st_mode & (S_IWGRP | S_IWOTH)) && !read_only(fd);
+}
+
+/* others_add() of the directory above the one at fd. */
+static bool parent_shared(int fd) {
+        int up = openat(fd, "..", SF_O_DIRPATH | O_DIRECTORY | O_CLOEXEC);
+        bool shared = up < 0 || others_add(up);
+        if (up >= 0)
+                close(up);
+        return shared;
+}
+
+/* Whether the directory or link st at path may decide where the path leads: fd is the directory
+ * itself, or the one holding the link. Notes on the way what the caller needs to know. 0 or
+ * -EPERM, logged. */
+static int judge(struct walk *w, int fd, const char *path, const struct stat *st) {
+        bool link = S_ISLNK(st->st_mode);
+        if (sf_safedir_owner_ok(w->p, st->st_uid) && (link || !writable_by_others(st))) {
+                if (st->st_uid != 0 && st->st_uid != geteuid())
+                        w->found.users = true;
+                return 0;
+        }
+        if (!w->p->any_owner)
+                return refuse(w, path, st);
+        /* Nobody here can change what is on a read-only mount, whoever owns it. */
+        if (read_only(fd))
+                return 0;
+        /* Only a directory's owner (a trusted one, or the other owner) puts names in it, but
+         * where others may add names too: there the owner of a link, or of a directory, is
+         * whoever made it (nobody's /tmp/x is not the Mac user's home). */
+        if (!link ? writable_by_others(st) || w->parent_shared : others_add(fd))
+                return refuse(w, path, st);
+        if (!w->found.other) {
+                w->found.other = true;
+                w->found.other_link = link;
+                w->found.other_uid = st->st_uid;
+                snprintf(w->found.other_path, sizeof w->found.other_path, "%s", path);
+                return 0;
+        }
+        return w->found.other_uid == st->st_uid ? 0 : refuse(w, path, st);
+}
+
 /* The directory at fd is where `where` says; it must pass the policy. */
-static int check_dir(const struct walk *w, int fd) {
+static int check_dir(struct walk *w, int fd) {
         struct stat st;
         if (fstat(fd, &st) < 0)
                 return fail(w, "cannot examine the directory", w->where, errno);
-        if (!sf_safedir_dir_ok(w->p, &st))
-                return refuse(w, w->where, &st);
-        return 0;
+        return judge(w, fd, w->where, &st);
 }
 
 /* The socket's own directory is a volume mounted for it (a Kubernetes emptyDir shared by a
@@ -159,8 +250,9 @@ static int follow(struct walk *w, int fd, const char *comp, const struct stat *s
                   const char *rest) {
         char target[PATH_MAX], link[PATH_MAX], tail[PATH_MAX];
         snprintf(link, sizeof link, "%s%s%s", w->where, strlen(w->where) > 1 ? "/" : "", comp);
-        if (!sf_safedir_owner_ok(w->p, st->st_uid))
-                return refuse(w, link, st);
+        int r = judge(w, fd, link, st);
+        if (r < 0)
+                return r;
         ssize_t n = readlinkat(fd, comp, target, sizeof target - 1);
         if (n < 0)
                 return fail(w, "cannot read the link", link, errno);
@@ -208,10 +300,15 @@ static int walk(struct walk *w, char *todo, size_t todo_cap, bool create, char *
                 } else {
                         int sr = fstatat(fd, comp, &st, AT_SYMLINK_NOFOLLOW);
                         if (sr < 0 && errno == ENOENT && create) {
-                                /* Made by the euid in a directory checked above; EEXIST means
+                                /* Made by the euid in a directory checked above, or as the path's
+                                 * user below a directory that user could change; EEXIST means
                                  * someone was quicker, and the check below judges what is there. */
-                                if (mkdirat(fd, comp, 0755) < 0 && errno != EEXIST) {
-                                        int e = errno;
+                                if (w->found.users && (r = sf_safedir_as_user(w->p, w->name, w->what)) < 0)
+                                        break;
+                                int made = mkdirat(fd, comp, 0755), e = errno;
+                                if (w->found.users)
+                                        sf_fs_user_leave();
+                                if (made < 0 && e != EEXIST) {
                                         where_push(w, comp);
                                         r = fail(w, "cannot create the directory", w->where, e);
                                         break;
@@ -224,8 +321,10 @@ static int walk(struct walk *w, char *todo, size_t todo_cap, bool create, char *
                         }
                         if (sr < 0) {
                                 int e = errno;
-                                where_push(w, comp);
-                                r = fail(w, e == ENOENT ? "there is no directory" : "cannot examine", w->where, e);
+                                char entry[PATH_MAX];
+                                snprintf(entry, sizeof entry, "%s%s%s", w->where, strlen(w->where) > 1 ? "/" : "", comp);
+                                r = e == EACCES ? fail_search(w, fd, entry)
+                                                : fail(w, e == ENOENT ? "there is no directory" : "cannot examine", entry, e);
                                 break;
                         }
                         if (S_ISLNK(st.st_mode)) {
@@ -260,6 +359,7 @@ static int walk(struct walk *w, char *todo, size_t todo_cap, bool create, char *
                                 break;
                         }
                 }
+                w->parent_shared = strcmp(comp, "..") != 0 ? others_add(fd) : parent_shared(nfd);
                 close(fd);
                 fd = nfd;
                 while (*s == '/')
@@ -274,8 +374,8 @@ static int walk(struct walk *w, char *todo, size_t todo_cap, bool create, char *
 }
 
 int sf_safedir_open(const struct sf_safedir_policy *p, const char *path, bool create, const char *name,
-                    const char *what, const char **base) {
-        struct walk w = { .p = p, .name = name, .what = what, .path = path, .place = "/run/sockferry" };
+                    const char *what, const char **base, struct sf_safedir_found *found) {
+        struct walk w = { .p = p, .name = name, .what = what, .path = path, .place = "/run/sockferry", .socket = true };
         const char *slash = strrchr(path, '/');
         if (path[0] != '/' || !slash[1])
                 return fail(&w, "not the absolute path of a file:", path, EINVAL);
@@ -286,11 +386,14 @@ int sf_safedir_open(const struct sf_safedir_policy *p, const char *path, bool cr
                 return fail(&w, "the path is too long:", path, ENAMETOOLONG);
         memcpy(todo, path, (size_t)(slash - path));
         todo[slash - path] = '\0';
-        return walk(&w, todo, sizeof todo, create, NULL, 0);
+        int fd = walk(&w, todo, sizeof todo, create, NULL, 0);
+        if (found)
+                *found = w.found;
+        return fd;
 }
 
 int sf_safedir_open_file(const struct sf_safedir_policy *p, const char *path, int flags, const char *name,
-                         const char *what) {
+                         const char *what, struct sf_safedir_found *found, struct stat *denied) {
         struct walk w = { .p = p, .name = name, .what = what, .path = path, .place = "/etc/sockferry" };
         char todo[PATH_MAX], leaf[NAME_MAX + 1];
         if (path[0] != '/')
@@ -298,14 +401,19 @@ int sf_safedir_open_file(const struct sf_safedir_policy *p, const char *path, in
         if ((size_t)snprintf(todo, sizeof todo, "%s", path) >= sizeof todo)
                 return fail(&w, "the path is too long:", path, ENAMETOOLONG);
         int dirfd = walk(&w, todo, sizeof todo, false, leaf, sizeof leaf);
+        if (dirfd >= 0)
+                w.found.shared_dir = others_add(dirfd);
+        if (found)
+                *found = w.found;
         if (dirfd < 0)
                 return dirfd;
-        /* The directory passed the policy: only root or a trusted user can put a link here now
+        /* The directory passed the policy: only an owner it lets decide can put a link here now
          * (which O_NOFOLLOW refuses, ELOOP). */
         int fd = openat(dirfd, leaf, flags | O_NOFOLLOW | O_CLOEXEC);
         int e = errno;
+        bool explained = fd < 0 && e == EACCES && denied && fstatat(dirfd, leaf, denied, AT_SYMLINK_NOFOLLOW) == 0;
         close(dirfd);
-        if (fd < 0 && e != ENOENT)
+        if (fd < 0 && e != ENOENT && !explained)
                 return fail(&w, "cannot open", path, e);
         return fd < 0 ? -e : fd;
 }

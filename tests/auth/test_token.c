@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -439,20 +441,117 @@ Test(keygen, force_writes_a_new_file_never_the_old_inode) {
         closedir(d);
 }
 
-/* Issue 15: a 0600 token owned by another user was accepted; that user can change it. */
-Test(token, owned_by_another_user_refused) {
+/* Issue 34: a token is judged by who can change it, not by who owns it. A 0600 file that only
+ * its owner can change is taken whoever that is: engines show a Mac user's files as uid 501
+ * (virtiofs, 9p, sshfs). Issue 15's rule (root, the loading user or `user` only) refused them. */
+Test(token, owned_by_another_user_is_taken_when_only_it_can_change_it) {
         if (geteuid() != 0)
-                cr_skip_test("needs root to give a token to uid 65534");
+                cr_skip_test("needs root to give a token to uid 501");
         const char *p = write_file("t", HEX32 "\n", 0600);
-        char want[PATH_MAX + 128];
-        cr_assert_eq(chown(p, 65534, 65534), 0);
-        snprintf(want, sizeof want, "token file %s is owned by nobody (uid 65534)", p);
-        expect_load_error(p, -EPERM, WANT(want, "run chown root"));
-        /* The user the relay will run as may own it. */
-        conf.user_set = true;
-        conf.uid = 65534;
-        snprintf(conf.user, sizeof conf.user, "nobody");
+        cr_assert_eq(chown(p, 501, 20), 0);
         expect_load_ok(p, 32);
+        cr_assert_eq(chmod(p, 0640), 0);
+        expect_load_error(p, -EPERM, WANT("lets other users read the token", "chmod 600"));
+        cr_assert_eq(chmod(p, 0620), 0);
+        expect_load_error(p, -EPERM, WANT("lets other users change the token"));
+}
+
+/* The Mac user's home through virtiofs: the directories and the token are uid 501's. */
+Test(token, a_path_of_the_tokens_owner_is_taken) {
+        if (geteuid() != 0)
+                cr_skip_test("needs root to give files to uid 501");
+        char home[PATH_MAX];
+        snprintf(home, sizeof home, "%s", path_of("Users-me"));
+        cr_assert_eq(mkdir(home, 0755), 0);
+        cr_assert_eq(chown(home, 501, 20), 0);
+        char sub[PATH_MAX + 16];
+        snprintf(sub, sizeof sub, "%s/.sockferry", home);
+        cr_assert_eq(mkdir(sub, 0700), 0);
+        cr_assert_eq(chown(sub, 501, 20), 0);
+        const char *p = write_file("Users-me/.sockferry/token", HEX32 "\n", 0600);
+        cr_assert_eq(chown(p, 501, 20), 0);
+        expect_load_ok(p, 32);
+        /* uid 501's link there, to uid 501's file: the same owner decides both. */
+        const char *link = path_of("Users-me/token");
+        cr_assert_eq(symlink(".sockferry/token", link), 0);
+        cr_assert_eq(lchown(link, 501, 20), 0);
+        expect_load_ok(link, 32);
+        /* Another owner's file in uid 501's directory: uid 501 could have put it there. */
+        cr_assert_eq(chown(p, 502, 20), 0);
+        char want[PATH_MAX + 64];
+        snprintf(want, sizeof want, "the directory %s is owned by uid 501", home);
+        expect_load_error(p, -EPERM, WANT(want, "the token there is uid 502's", "chown root"));
+        /* Two other owners on the way: refused at the second. */
+        cr_assert_eq(chown(p, 501, 20), 0);
+        cr_assert_eq(chown(sub, 502, 20), 0);
+        snprintf(want, sizeof want, "the directory %s is owned by uid 502", sub);
+        expect_load_error(p, -EPERM, WANT(want));
+}
+
+/* Where anyone may create names (a sticky directory), the name's owner made it: another user's
+ * token there, another user's directory there, are refused even though they are that user's. */
+Test(token, a_name_anyone_could_have_made_is_refused) {
+        if (geteuid() != 0)
+                cr_skip_test("needs root to give files to uid 65534");
+        const char *tmp = path_of("tmp");
+        cr_assert_eq(mkdir(tmp, 0700), 0);
+        cr_assert_eq(chmod(tmp, 01777), 0);
+        const char *p = write_file("tmp/token", HEX32 "\n", 0600);
+        expect_load_ok(p, 32);
+        cr_assert_eq(chown(p, 65534, 65534), 0);
+        char want[PATH_MAX + 64];
+        snprintf(want, sizeof want, "token file %s is owned by nobody (uid 65534), in a directory where anyone", p);
+        expect_load_error(p, -EPERM, WANT(want, "chown root"));
+        const char *d = path_of("tmp/x");
+        cr_assert_eq(mkdir(d, 0755), 0);
+        cr_assert_eq(chown(d, 65534, 65534), 0);
+        p = write_file("tmp/x/token", HEX32 "\n", 0600);
+        cr_assert_eq(chown(p, 65534, 65534), 0);
+        snprintf(want, sizeof want, "the directory %s is owned by nobody (uid 65534)", d);
+        expect_load_error(p, -EPERM, WANT(want));
+}
+
+/* A read-only mount: nobody here can change it, whoever owns what is on it and whatever the
+ * directories' modes (a Windows folder shows 0777). In a private mount namespace of this test's
+ * process (criterion runs each test in a process of its own). */
+Test(token, a_read_only_mount_is_taken_whoever_owns_it) {
+        if (geteuid() != 0)
+                cr_skip_test("needs root to mount");
+        if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+                cr_skip_test("cannot make a mount namespace: %s", strerror(errno));
+        const char *d = path_of("shared");
+        cr_assert_eq(mkdir(d, 0777), 0);
+        cr_assert_eq(chmod(d, 0777), 0);
+        cr_assert_eq(chown(d, 65533, 65533), 0);
+        const char *p = write_file("shared/token", HEX32 "\n", 0600);
+        cr_assert_eq(chown(p, 65534, 65534), 0);
+        expect_load_error(p, -EPERM, WANT("with mode 0777", "chmod go-w"));
+        cr_assert_eq(mount(d, d, NULL, MS_BIND, NULL), 0, "%s", strerror(errno));
+        cr_assert_eq(mount(NULL, d, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY, NULL), 0, "%s", strerror(errno));
+        expect_load_ok(p, 32);
+        umount2(d, MNT_DETACH);
+}
+
+/* A token the container's user may not read: whose it is, and what makes it readable. */
+Test(token, unreadable_says_whose_it_is_and_the_fix) {
+        if (geteuid() != 0)
+                cr_skip_test("needs root to read as another user");
+        cr_assert_eq(chmod(dir, 0755), 0);
+        const char *p = write_file("t", HEX32 "\n", 0400);
+        cr_assert_eq(seteuid(1000), 0);
+        expect_load_error(p, -EACCES, WANT("token file ", "uid 1000 (gid 0) cannot read it: it is owned by root (uid 0), gid 0, mode 0400",
+                                           "chown 1000", "uid: \"1000\" and mode: 0400", "--secret NAME,uid=1000,mode=0400",
+                                           "start sockferry as root (-u 0) with user = 1000"));
+        cr_assert_eq(seteuid(0), 0);
+        /* A directory on the way that the user may not search. */
+        const char *d = path_of("closed");
+        cr_assert_eq(mkdir(d, 0700), 0);
+        p = write_file("closed/t", HEX32 "\n", 0600);
+        cr_assert_eq(seteuid(1000), 0);
+        char want[PATH_MAX + 64];
+        snprintf(want, sizeof want, "the directory %s (owner root (uid 0), group 0, mode 0700) does not let uid 1000", d);
+        expect_load_error(p, -EACCES, WANT(want, "chmod o+x"));
+        cr_assert_eq(seteuid(0), 0);
 }
 
 Test(token, secret_mode_hint) {

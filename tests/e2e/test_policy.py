@@ -8,12 +8,15 @@ its own; (b) nobody swaps a symbolic link in its own directory between its own s
 and root's live one, so the relay deletes the live one; (c) nobody's link makes root create
 its socket where the link points. The relay must refuse such paths (exit 78, naming the
 directory or link, its owner and the fix) and leave everything alone; safe places still work.
-A token file nobody owns is refused, and keygen --force never writes into nobody's file.
+A token is judged by who can change it: uid 501's is taken, nobody's planted where anyone may
+create files is not; keygen --force never writes into nobody's file. A root relay makes a
+socket for uid 1000 in uid 1000's own directory, as that user (issue 34).
 A tcp: name that looks like loopback but resolves to every address needs auth.
 Root only (the attacker is another uid); skipped otherwise. Each test gets a Scene
 (tests/lib/sfharness.py) for what it starts."""
 
 import os
+import pwd
 import shutil
 import socket
 import subprocess
@@ -390,29 +393,66 @@ def test_keygen_force_never_hands_the_new_token_to_the_old_files_owner(sc):
     assert st.st_uid == 0 and st.st_mode & 0o7777 == 0o600, (st.st_uid, oct(st.st_mode))
 
 
-def test_a_token_another_user_owns_is_refused_by_relay_and_check(sc):
+def test_a_token_is_judged_by_who_can_change_it(sc):
+    """Issue 34: a 0600 token that only its owner can change is taken whoever owns it (a Mac
+    user's file through virtiofs is uid 501); one others may read is refused, and so is one
+    that nobody put where anyone may create files, or in nobody's directory there."""
     need_root()
     base = base_dir(sc)
     token = os.path.join(base, "token")
     assert run_sockferry(["keygen", "-o", token])[0] == 0
-    os.chown(token, NOBODY, NOBODY)
+    os.chown(token, 501, 20)
     spec = "t:tcp:127.0.0.1:%d=unix:%s/up.sock,auth=token,token-file=%s"
-    relay_rc, log = start(sc, ["relay", "-F", spec % (free_port(), base, token)])
-    if relay_rc is None:
-        log = log.stop(expect=None)
+    r = sc.relay(["relay", "-F", spec % (free_port(), base, token)])
+    r.stop()
+    # check reads it too, and then fails on the link, not on the token.
     rc, _, err = run_sockferry(["check", "-F", "t:unix:%s/t.sock=tcp:127.0.0.1:9,auth=token,token-file=%s"
                                 % (base, token)])
-    for who, status, text in (("relay", relay_rc, log), ("check", rc, err)):
-        assert status == 78, (who, status, text)
-        assert "token file %s is owned by nobody (uid 65534)" % token in text and "chown root" in text, text
-    # Owned by the configured user, the one the relay runs as: accepted (check then fails
-    # on the link, not on the token).
-    conf = os.path.join(base, "user.conf")
-    with open(conf, "w") as f:
-        f.write("[sockferry]\nuser = nobody\ntoken-file = %s\n[t]\nlisten = unix:%s/t.sock\n"
-                "connect = tcp:127.0.0.1:9\nauth = token\n" % (token, base))
-    rc, _, err = run_sockferry(["check", "-c", conf])
-    assert rc == 1 and "owned by" not in err, (rc, err)
+    assert rc == 1 and "belongs to uid 501, who can change it: taken" in err, (rc, err)
+    os.chmod(token, 0o640)
+    rc, log = start(sc, ["relay", "-F", spec % (free_port(), base, token)])
+    assert rc == 78 and "lets other users read the token" in log, (rc, log)
+
+    # Where anyone may create names, the name's owner made it: nobody's token, nobody's
+    # directory holding nobody's token, both where root expects its own.
+    sticky = os.path.join(base, "tmp")
+    os.mkdir(sticky)
+    os.chmod(sticky, 0o1777)
+    planted = os.path.join(sticky, "token")
+    theirs = os.path.join(sticky, "dir")
+    p = nobody_python(sc, "import os, sys\nfor t in (sys.argv[1], sys.argv[2] + '/token'):\n"
+                      "    os.makedirs(os.path.dirname(t), exist_ok=True)\n"
+                      "    fd = os.open(t, os.O_CREAT | os.O_WRONLY, 0o600)\n"
+                      "    os.write(fd, b'00' * 32 + b'\\n')\n    os.close(fd)", planted, theirs)
+    assert p.wait() == 0, p.communicate()[1]
+    for path, needle in ((planted, "token file %s is owned by nobody (uid 65534), in a directory where anyone"
+                          % planted),
+                         (os.path.join(theirs, "token"), "the directory %s is owned by nobody (uid 65534)" % theirs)):
+        rc, log = start(sc, ["relay", "-F", spec % (free_port(), base, path)])
+        if rc is None:
+            log = log.stop(expect=None)
+        assert rc == 78 and needle in log, "took nobody's token %s (exit %s):\n%s" % (path, rc, log)
+
+
+def test_a_token_the_user_cannot_read_says_whose_it_is_and_the_fix(sc):
+    """In a container started with -u 1000, a root-owned 0400 secret used to give a bare
+    "Permission denied": the message names the owner, group and mode, and the fixes."""
+    need_root()
+    if not shutil.which("setpriv"):
+        raise Skip("setpriv is not installed")
+    base = base_dir(sc)
+    token = os.path.join(base, "token")
+    assert run_sockferry(["keygen", "-o", token])[0] == 0
+    os.chmod(token, 0o400)
+    t = subprocess.run(["setpriv", "--reuid", str(APP), "--regid", str(APP), "--clear-groups",
+                        os.environ.get("SOCKFERRY", "sockferry"), "relay", "-t", "-F",
+                        "t:tcp:127.0.0.1:%d=unix:%s/up.sock,auth=token,token-file=%s" % (free_port(), base, token)],
+                       capture_output=True, text=True, timeout=20, cwd="/")
+    assert t.returncode == 78, (t.returncode, t.stderr)
+    for needle in ("token file %s: uid %d (gid %d) cannot read it: it is owned by root (uid 0), gid 0, mode 0400"
+                   % (token, APP, APP), "chown %d %s" % (APP, token), 'uid: "%d" and mode: 0400' % APP,
+                   "start sockferry as root (-u 0) with user = %d" % APP):
+        assert needle in t.stderr, (needle, t.stderr)
 
 
 def test_i_the_token_path_is_walked_like_a_listen_path(sc):
@@ -467,6 +507,116 @@ def test_i_the_token_path_is_walked_like_a_listen_path(sc):
                         os.path.join(secrets, "sf-token"), os.environ.get("SOCKFERRY", "sockferry"),
                         "relay", "-t", "-F", spec], capture_output=True, text=True, timeout=20)
     assert t.returncode == 0 and "configuration OK" in t.stdout, (t.returncode, t.stdout, t.stderr)
+
+    # A read-only bind mount: nobody here can change it, whoever owns it and whatever its
+    # directory's mode says (a folder shared from Windows shows 0777); the same directory
+    # mounted read-write is refused.
+    shared = os.path.join(base, "shared")
+    os.mkdir(shared)
+    os.chown(shared, 65533, 65533)
+    os.chmod(shared, 0o777)
+    assert run_sockferry(["keygen", "-o", os.path.join(shared, "token")])[0] == 0
+    os.chown(os.path.join(shared, "token"), NOBODY, NOBODY)
+    mnt = os.path.join(base, "ctr/etc/sockferry")
+    os.makedirs(mnt)
+    spec = "r:tcp:127.0.0.1:%d=unix:%s/up.sock,auth=token,token-file=%s/token" % (free_port(), base, mnt)
+    for ro, status in ((True, 0), (False, 78)):
+        t = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                            'mount --bind "$0" "$1" && { [ "$2" = rw ] || mount -o remount,bind,ro "$1"; } && '
+                            'shift 2 && exec "$@"', shared, mnt, "ro" if ro else "rw",
+                            os.environ.get("SOCKFERRY", "sockferry"), "relay", "-t", "-F", spec],
+                           capture_output=True, text=True, timeout=20)
+        assert t.returncode == status, ("read-only" if ro else "read-write", t.returncode, t.stderr)
+    assert "with mode 0777, so its owner could change" in t.stderr, t.stderr
+
+
+APP = 1000
+
+
+def who(uid):
+    """How messages name a user: "NAME (uid N)", or "uid N" without a name."""
+    try:
+        return "%s (uid %d)" % (pwd.getpwuid(uid).pw_name, uid)
+    except KeyError:
+        return "uid %d" % uid
+
+
+def as_app():
+    os.setgroups([])
+    os.setgid(APP)
+    os.setuid(APP)
+
+
+def app_dir(path, mode=0o700, uid=APP):
+    os.mkdir(path)
+    os.chown(path, uid, uid)
+    os.chmod(path, mode)
+    return path
+
+
+CONNECT = r'''
+import socket, sys
+c = socket.socket(socket.AF_UNIX)
+c.settimeout(5)
+c.connect(sys.argv[1])
+print(c.recv(100).decode(errors="replace"))
+'''
+
+
+def test_e_a_root_relay_makes_a_socket_for_uid_1000_in_its_own_directory(sc):
+    """gpg-agent for a non-root user (issue 34): the socket in ~/.gnupg, a directory uid 1000 owns
+    (0700), made by a root relay as that user, and a missing directory there made as that user
+    too; uid 1000 connects. A socket for uid 1001 there, or a directory others may write, stays
+    refused."""
+    need_root()
+    base = base_dir(sc)
+    up = upstream(sc, os.path.join(base, "up.sock"))
+    os.chmod(up.where, 0o666)
+    home = app_dir(os.path.join(base, "home"), 0o755)
+    gnupg = app_dir(os.path.join(home, ".gnupg"))
+    sock = os.path.join(gnupg, "S.gpg-agent")
+    made = os.path.join(home, ".new", "S.other")
+    r = sc.relay(["relay", "-F", "g:unix:%s=unix:%s,owner=%d,mode=0600" % (sock, up.where, APP),
+                  "-F", "n:unix:%s=unix:%s,owner=%d" % (made, up.where, APP)])
+    for path in (sock, made, os.path.dirname(made)):
+        st = os.lstat(path)
+        assert st.st_uid == APP, (path, st.st_uid)
+    assert os.stat(sock).st_mode & 0o777 == 0o600 and os.stat(os.path.dirname(made)).st_mode & 0o7777 == 0o755
+    p = sc.popen([PYTHON, "-c", CONNECT, sock], stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=as_app,
+                 text=True)
+    out, err = p.communicate(timeout=10)
+    assert out.startswith(BANNER.decode()), (out, err)
+    r.stop()
+    assert not os.path.exists(sock) and not os.path.exists(made), "the relay left its sockets"
+
+    rc, log = start(sc, ["relay", "-F", "g:unix:%s=unix:%s,owner=%d" % (sock, up.where, APP + 1)])
+    assert rc == 78 and "the directory %s is owned by %s with mode 0755" % (home, who(APP)) in log, (rc, log)
+    assert "set owner = %d if the socket is for that user" % APP in log, log
+    os.chmod(gnupg, 0o770)
+    rc, log = start(sc, ["relay", "-F", "g:unix:%s=unix:%s,owner=%d" % (sock, up.where, APP)])
+    assert rc == 78 and "the directory %s is owned by %s with mode 0770, so its group" % (gnupg, who(APP)) in log, \
+        (rc, log)
+    assert not os.path.exists(sock)
+
+
+def test_c_the_sockets_users_link_does_not_make_root_create_elsewhere(sc):
+    """uid 1000's link decides where a socket for uid 1000 goes: it is made there as uid 1000,
+    with uid 1000's rights, so a link to root's directory makes nothing there (root would have
+    made the socket, or a directory, wherever the link pointed)."""
+    need_root()
+    base = base_dir(sc)
+    target = os.path.join(base, "target")
+    os.mkdir(target, 0o755)
+    home = app_dir(os.path.join(base, "home"), 0o755)
+    link = os.path.join(home, "l")
+    os.symlink(target, link)
+    os.lchown(link, APP, APP)
+    for path in ("%s/s.sock" % link, "%s/made/s.sock" % link):
+        rc, log = start(sc, ["relay", "-F", "l:unix:%s=tcp:127.0.0.1:9,owner=%d" % (path, APP)])
+        if rc is None:
+            log = log.stop(expect=None)
+        assert rc == 1 and "Permission denied" in log, (path, rc, log)
+        assert os.listdir(target) == [], "root made %s where uid %d's link points" % (os.listdir(target), APP)
 
 
 def in_hosts(sc, hosts_text):
@@ -692,8 +842,11 @@ if __name__ == "__main__":
         test_alias_in_a_directory_nobody_controls_is_refused,
         test_c_an_alias_held_by_nobodys_socket_is_never_used,
         test_keygen_force_never_hands_the_new_token_to_the_old_files_owner,
-        test_a_token_another_user_owns_is_refused_by_relay_and_check,
+        test_a_token_is_judged_by_who_can_change_it,
+        test_a_token_the_user_cannot_read_says_whose_it_is_and_the_fix,
         test_i_the_token_path_is_walked_like_a_listen_path,
+        test_e_a_root_relay_makes_a_socket_for_uid_1000_in_its_own_directory,
+        test_c_the_sockets_users_link_does_not_make_root_create_elsewhere,
         test_a_loopback_looking_name_that_resolves_to_every_address_needs_auth,
         test_a_name_that_resolves_to_loopback_listens_without_auth,
         test_d_a_passed_socket_on_a_network_address_needs_auth,

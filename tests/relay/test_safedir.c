@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "relay/listen/safedir.h"
+#include "relay/sys/platform.h"
 
 #define NOBODY 65534
 
@@ -25,7 +26,7 @@ static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ft
 static void setup(void) {
         snprintf(dir, sizeof dir, "/tmp/sf-safedir-test.XXXXXX");
         cr_assert_not_null(mkdtemp(dir));
-        sf_safedir_policy_init(&trust, false, 0);
+        sf_safedir_policy_init(&trust, false, 0, 0);
 }
 
 static void teardown(void) {
@@ -42,7 +43,7 @@ static struct stat dir_stat(uid_t uid, mode_t mode) {
 
 Test(safedir_policy, root_and_trusted_owners_only) {
         struct sf_safedir_policy p;
-        sf_safedir_policy_init(&p, true, 4242);
+        sf_safedir_policy_init(&p, true, 4242, 4242);
         struct stat st = dir_stat(0, 0755);
         cr_assert(sf_safedir_dir_ok(&p, &st));
         st = dir_stat(4242, 0755);
@@ -56,7 +57,7 @@ Test(safedir_policy, root_and_trusted_owners_only) {
 
 Test(safedir_policy, writable_by_others_only_when_sticky_and_root_owned) {
         struct sf_safedir_policy p;
-        sf_safedir_policy_init(&p, true, 4242);
+        sf_safedir_policy_init(&p, true, 4242, 4242);
         struct stat st = dir_stat(0, 01777);
         cr_assert(sf_safedir_dir_ok(&p, &st), "/tmp itself is fine");
         st = dir_stat(0, 0777);
@@ -81,7 +82,7 @@ static const char *at(const char *rel) {
 }
 
 static int open_dir(const char *path, bool create, const char **base) {
-        return sf_safedir_open(&trust, path, create, "t", "test", base);
+        return sf_safedir_open(&trust, path, create, "t", "test", base, NULL);
 }
 
 static void assert_same_dir(int fd, const char *path) {
@@ -147,8 +148,8 @@ Test(safedir_open, refuses_another_users_directory) {
         cr_assert_eq(chown(at("n"), NOBODY, NOBODY), 0);
         cr_assert_eq(open_dir(at("n/s.sock"), true, &base), -EPERM);
         struct sf_safedir_policy p;
-        sf_safedir_policy_init(&p, true, NOBODY);
-        int fd = sf_safedir_open(&p, at("n/s.sock"), true, "t", "test", &base);
+        sf_safedir_policy_init(&p, true, NOBODY, NOBODY);
+        int fd = sf_safedir_open(&p, at("n/s.sock"), true, "t", "test", &base, NULL);
         cr_assert_geq(fd, 0, "the configured user's own directory is trusted: %s", strerror(-fd));
         close(fd);
 }
@@ -213,4 +214,110 @@ Test(safedir_open, enter_and_leave_restore_the_working_directory) {
         cr_assert_not_null(getcwd(after, sizeof after));
         cr_assert_str_eq(after, before);
         close(fd);
+}
+
+/* Issue 34: a directory of the user a socket is for is a place for that socket (gpg-agent's
+ * ~/.gnupg for a root relay), and for no other user's socket. */
+#define APP 1000
+
+static void mkdir_owned(const char *path, mode_t mode, uid_t uid) {
+        cr_assert_eq(mkdir(path, 0700), 0, "%s: %s", path, strerror(errno));
+        cr_assert_eq(chown(path, uid, uid), 0);
+        cr_assert_eq(chmod(path, mode), 0);
+}
+
+static int open_for(uid_t uid, const char *path, bool create, struct sf_safedir_found *found) {
+        struct sf_safedir_policy p;
+        const char *base;
+        sf_safedir_policy_init(&p, true, uid, uid);
+        return sf_safedir_open(&p, path, create, "t", "test", &base, found);
+}
+
+Test(safedir_open, the_sockets_users_directory_is_a_place_for_its_socket_only) {
+        if (geteuid() != 0)
+                cr_skip_test("needs root to give directories to uid %d", APP);
+        mkdir_owned(at("home"), 0755, APP);
+        mkdir_owned(at("home/.gnupg"), 0700, APP);
+        struct sf_safedir_found found;
+        int fd = open_for(APP, at("home/.gnupg/S.gpg-agent"), false, &found);
+        cr_assert_geq(fd, 0, "%s", strerror(-fd));
+        cr_assert(found.users, "the walk says the place is the user's, so the socket is made as that user");
+        close(fd);
+        cr_assert_eq(open_for(APP + 1, at("home/.gnupg/S.gpg-agent"), false, NULL), -EPERM, "another user's socket");
+        const char *base;
+        cr_assert_eq(open_dir(at("home/.gnupg/S.gpg-agent"), false, &base), -EPERM, "a socket for nobody in particular");
+        cr_assert_eq(chmod(at("home/.gnupg"), 0770), 0);
+        cr_assert_eq(open_for(APP, at("home/.gnupg/S.gpg-agent"), false, NULL), -EPERM, "group-writable");
+        cr_assert_eq(chmod(at("home/.gnupg"), 0700), 0);
+        cr_assert_eq(chown(at("home"), APP + 1, APP + 1), 0);
+        cr_assert_eq(open_for(APP, at("home/.gnupg/S.gpg-agent"), false, NULL), -EPERM, "an ancestor of another user");
+}
+
+Test(safedir_open, a_root_directory_is_not_the_users) {
+        struct sf_safedir_found found;
+        int fd = open_for(APP, at("s.sock"), false, &found);
+        cr_assert_geq(fd, 0, "%s", strerror(-fd));
+        cr_assert_not(found.users, "root's place: the socket is made by the relay and given to the user");
+        close(fd);
+}
+
+Test(safedir_open, missing_directories_in_the_users_directory_are_made_as_that_user) {
+        if (geteuid() != 0)
+                cr_skip_test("needs root to act as uid %d", APP);
+        umask(022);
+        mkdir_owned(at("home"), 0755, APP);
+        struct sf_safedir_found found;
+        int fd = open_for(APP, at("home/.gnupg/sub/S"), true, &found);
+        cr_assert_geq(fd, 0, "%s", strerror(-fd));
+        close(fd);
+        struct stat st;
+        cr_assert_eq(stat(at("home/.gnupg"), &st), 0);
+        cr_assert(st.st_uid == APP && st.st_gid == APP && (st.st_mode & 07777) == 0755, "uid %u gid %u mode %04o",
+                  (unsigned)st.st_uid, (unsigned)st.st_gid, (unsigned)(st.st_mode & 07777));
+        cr_assert_eq(stat(at("home/.gnupg/sub"), &st), 0);
+        cr_assert_eq(st.st_uid, APP);
+        cr_assert_eq(geteuid(), 0, "root again afterwards");
+        int probe = open(at("root-made"), O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+        cr_assert_geq(probe, 0);
+        cr_assert_eq(fstat(probe, &st), 0);
+        cr_assert_eq(st.st_uid, 0, "files are root's again after the walk");
+        close(probe);
+}
+
+/* A link of the user's decides where the path leads: what is made there is made as the user,
+ * who may not make it in root's directory (the relay then fails; it never makes it as root). */
+Test(safedir_open, a_link_of_the_users_puts_the_rest_in_its_hands) {
+        if (geteuid() != 0)
+                cr_skip_test("needs root to give a link to uid %d", APP);
+        cr_assert_eq(mkdir(at("real"), 0755), 0);
+        cr_assert_eq(symlink(at("real"), at("l")), 0);
+        cr_assert_eq(lchown(at("l"), APP, APP), 0);
+        struct sf_safedir_found found;
+        int fd = open_for(APP, at("l/s.sock"), false, &found);
+        cr_assert_geq(fd, 0, "%s", strerror(-fd));
+        cr_assert(found.users);
+        close(fd);
+        cr_assert_eq(open_for(APP, at("l/made/s.sock"), true, NULL), -EACCES, "uid %d may not make it in root's", APP);
+        struct stat st;
+        cr_assert_neq(stat(at("real/made"), &st), 0, "root made nothing where the user's link points");
+}
+
+Test(safedir_open, acting_as_the_user_makes_its_files_and_stops) {
+        if (geteuid() != 0)
+                cr_skip_test("needs root to act as uid %d", APP);
+        struct sf_safedir_policy p;
+        sf_safedir_policy_init(&p, true, APP, APP + 5);
+        cr_assert_eq(chmod(dir, 0755), 0);
+        mkdir_owned(at("home"), 0700, APP);
+        cr_assert_eq(sf_safedir_as_user(&p, "t", "test"), 0);
+        int fd = open(at("home/mine"), O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+        int denied = mkdir(at("root-only/"), 0755) == 0 ? 0 : errno;
+        sf_fs_user_leave();
+        cr_assert_eq(denied, EACCES, "uid %d got root's rights to a root directory", APP);
+        cr_assert_geq(fd, 0);
+        struct stat st;
+        cr_assert_eq(fstat(fd, &st), 0);
+        cr_assert(st.st_uid == APP && st.st_gid == APP + 5, "made as %u:%u", (unsigned)st.st_uid, (unsigned)st.st_gid);
+        close(fd);
+        cr_assert_eq(mkdir(at("root-only"), 0755), 0, "root's rights are back");
 }
