@@ -10,6 +10,7 @@
 #include <uv.h> /* SIGHUP on Windows (uv-win.h), for sf_cli_stop_signals */
 
 #include "conf/value.h"
+#include "relay/listen/listener.h"
 
 int sf_cli_usage_error(const char *cmd, const char *fmt, ...) {
         va_list ap;
@@ -103,6 +104,10 @@ int sf_cli_conf_load(struct sf_conf *c, const struct sf_cli_opts *o, bool quiet_
         if (level > SF_LOG_DEBUG)
                 level = SF_LOG_DEBUG;
         sf_log_setup((enum sf_log_level)level, o->log_format_set ? o->log_format : c->log_format);
+        /* After the log level is set: the move is said at the level the configuration asks for. */
+        if (!failed && o->sockets != SF_CLI_SOCKETS_ELSEWHERE &&
+            sf_listener_default_dir(c, o->sockets == SF_CLI_SOCKETS_MADE, o->test) < 0)
+                failed = true;
         return failed ? SF_EX_CONFIG : 0;
 }
 

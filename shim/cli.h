@@ -27,6 +27,14 @@ enum { SF_OPT_LOG_FORMAT = 0x200 };
         { "test", no_argument, NULL, 't' }, { "log-format", required_argument, NULL, SF_OPT_LOG_FORMAT },      \
         { "version", no_argument, NULL, 'V' }, { "help", no_argument, NULL, 'h' }
 
+/* Where a command's unix sockets are, for the default socket directory of a user that is not
+ * root (sf_listener_default_dir). */
+enum sf_cli_sockets {
+        SF_CLI_SOCKETS_FOUND = 0, /* check, stats, reload: looked for where the relay makes them */
+        SF_CLI_SOCKETS_MADE,      /* relay, run: made here */
+        SF_CLI_SOCKETS_ELSEWHERE, /* attach: made in the container, by link --stdio */
+};
+
 struct sf_cli_opts {
         const char *file;
         char **specs;   /* argc entries, from sf_cli_opts_init */
@@ -36,6 +44,7 @@ struct sf_cli_opts {
         bool test;      /* -t: check the configuration, bind nothing */
         bool log_format_set;
         enum sf_log_format log_format;
+        enum sf_cli_sockets sockets;
 };
 
 /* sf_cli_opt's answers besides an exit status. */
@@ -52,7 +61,9 @@ int sf_cli_opt(const char *cmd, int c, char **argv, struct sf_cli_opts *o);
 void sf_cli_version(void);
 
 /* Loads -c FILE and every -F spec into c and validates it; o->verbose is added to the
- * log-level, whose default is quiet_default ? warn : info when the file sets none.
+ * log-level, whose default is quiet_default ? warn : info when the file sets none. Sockets
+ * under /run/sockferry move to the default directory of a user that is not root, as
+ * o->sockets says.
  * Returns 0 or SF_EX_CONFIG / SF_EX_USAGE, logged. */
 int sf_cli_conf_load(struct sf_conf *c, const struct sf_cli_opts *o, bool quiet_default);
 

@@ -133,6 +133,7 @@ int sf_cmd_attach(int argc, char **argv) {
 
         if (sf_cli_opts_init(&o, argc) < 0)
                 return 1;
+        o.sockets = SF_CLI_SOCKETS_ELSEWHERE;
         optind = 1;
         opterr = 0;
         while ((c = getopt_long(argc, argv, "+:c:F:vqVh", opts, NULL)) != -1) {

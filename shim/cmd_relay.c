@@ -239,6 +239,7 @@ int sf_cmd_relay(int argc, char **argv) {
 
         if (sf_cli_opts_init(o, argc) < 0)
                 return 1;
+        o->sockets = SF_CLI_SOCKETS_MADE;
         optind = 1;
         opterr = 0;
         while ((c = getopt_long(argc, argv, "+:" SF_CLI_SHORTOPTS "u:", opts, NULL)) != -1) {

@@ -92,6 +92,7 @@ static int options_parse(int argc, char **argv, struct options *o) {
                 sf_log_error("out of memory");
                 return EX_START;
         }
+        o->cli.sockets = SF_CLI_SOCKETS_MADE;
         opterr = 0;
         optind = 1;
         int opt;

@@ -12,6 +12,7 @@
 #include "relay/link/link.h"
 #include "relay/link/mux.h"
 #include "relay/link/table.h"
+#include "relay/listen/listener.h"
 #include "relay/relay.h"
 
 /* The sections of a configuration file at most (conf/load.c reads no more either). */
@@ -100,7 +101,8 @@ static void configure(struct far_end *f) {
                 sf_log_error("attach sent no listen section: give attach a forward (-F NAME:LISTEN=CONNECT)");
                 r = -EINVAL;
         }
-        if (r < 0 || sf_conf_validate(&f->conf) < 0) {
+        /* A far end that is not root makes what is under /run/sockferry in a place of its own. */
+        if (r < 0 || sf_conf_validate(&f->conf) < 0 || sf_listener_default_dir(&f->conf, true, false) < 0) {
                 far_end(f, SF_EX_CONFIG);
                 return;
         }

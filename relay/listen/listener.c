@@ -18,6 +18,7 @@
 #include "conf/log.h"
 #include "relay/listen/policy.h"
 #include "relay/listen/safedir.h"
+#include "relay/listen/sockdir.h"
 #include "relay/listen/sockpath.h"
 #include "relay/sys/platform.h"
 
@@ -114,6 +115,21 @@ static int bind_umask(int fd, const struct sockaddr_un *sa, socklen_t salen, mod
         return r;
 }
 
+/* bind() in the checked directory failed with e, made by uid. */
+static void bind_failed(const char *name, const char *what, int e, uid_t uid) {
+        char own[PATH_MAX];
+        if (e != EACCES)
+                sf_log(SF_LOG_ERROR, name, 0, "%s: bind: %s", what, strerror(e));
+        else if (uid == 0)
+                sf_log(SF_LOG_ERROR, name, 0, "%s: bind: %s — root cannot create files in that directory", what,
+                       strerror(e));
+        else
+                sf_log(SF_LOG_ERROR, name, 0,
+                       "%s: bind: %s — uid %u cannot create files in that directory; a user that is not root makes "
+                       "its sockets in %s",
+                       what, strerror(e), (unsigned)uid, sf_sockdir_own(own, sizeof own, NULL, 0));
+}
+
 /* A listen path: its directory is opened and checked from / down (relay/listen/safedir.h) and stays
  * pinned in l->dirfd; the stale-socket check, bind, chown and the removal at close all go
  * through it. bind() takes a path only, and binding to /proc/self/fd/N/NAME is not honoured
@@ -147,8 +163,7 @@ static int bind_path(const struct sf_forward *f, const struct sf_safedir_policy 
                 struct sockaddr_un sa = { .sun_family = AF_UNIX };
                 snprintf(sa.sun_path, sizeof sa.sun_path, "%s", base);
                 if (r == 0 && (r = bind_umask(fd, &sa, sizeof sa, f->mode)) < 0)
-                        sf_log(SF_LOG_ERROR, name, 0, "%s: bind: %s%s", what, strerror(-r),
-                               r == -EACCES ? " — the relay's user cannot create files in that directory" : "");
+                        bind_failed(name, what, -r, as_user ? trust->user : geteuid());
                 if (r == 0 && as_user && f->group_set &&
                     fchownat(dirfd, base, (uid_t)-1, f->group, AT_SYMLINK_NOFOLLOW) < 0) {
                         r = -errno;
@@ -397,6 +412,10 @@ int sf_listener_serve(struct sf_listener *l, uv_loop_t *loop, int backlog, uv_co
 void sf_listener_policy(const struct sf_forward *f, const struct sf_conf *c, struct sf_safedir_policy *p) {
         bool user_set = f->owner_set || c->user_set;
         sf_safedir_policy_init(p, user_set, f->owner_set ? f->owner : c->uid, f->group_set ? f->group : getegid());
+}
+
+int sf_listener_default_dir(struct sf_conf *c, bool create, bool test) {
+        return sf_sockdir_apply(c, test ? SF_SOCKDIR_TEST : create ? SF_SOCKDIR_BIND : SF_SOCKDIR_FIND);
 }
 
 int sf_listener_open(uv_loop_t *loop, const struct sf_forward *f, const struct sf_conf *c, struct sf_listener *l) {

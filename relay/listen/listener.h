@@ -33,6 +33,10 @@ int sf_listener_open(uv_loop_t *loop, const struct sf_forward *f, const struct s
  * root, the effective uid and the user the socket is for, its `owner`, else c's `user`;
  * what is made as that user gets the forward's `group`, else the effective gid. */
 void sf_listener_policy(const struct sf_forward *f, const struct sf_conf *c, struct sf_safedir_policy *p);
+/* For a process that is not root: unix listen and control paths under /run/sockferry that it
+ * cannot make move to a directory of its own (relay/listen/sockdir.h); create: make that
+ * directory (relay, run), test: only say so (-t). 0 or -errno, logged; nothing on Windows. */
+int sf_listener_default_dir(struct sf_conf *c, bool create, bool test);
 /* Whether the directories on a unix listen path pass the relay's policy (relay/listen/safedir.h),
  * for a configuration test: missing ones are not checked (the relay creates them). 0, or
  * -EPERM when the policy refuses the place (logged). */

@@ -179,6 +179,14 @@ int sf_listener_serve(struct sf_listener *l, uv_loop_t *loop, int backlog, uv_co
         return 0;
 }
 
+/* No unix listen paths here: nothing under /run/sockferry to move. */
+int sf_listener_default_dir(struct sf_conf *c, bool create, bool test) {
+        (void)c;
+        (void)create;
+        (void)test;
+        return 0;
+}
+
 /* Pipes and ports have no directories to judge. */
 int sf_listener_place_check(const struct sf_forward *f, const struct sf_conf *c) {
         return 0;

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "conf/log.h"
+#include "relay/listen/sockdir.h"
 #include "relay/sys/platform.h"
 #include "relay/sys/sandbox.h"
 
@@ -125,6 +126,22 @@ static int fail_search(const struct walk *w, int fd, const char *path) {
                w->what, path, strerror(EACCES), w->where, owner, (unsigned)st.st_gid, (unsigned)(st.st_mode & 07777),
                (unsigned)geteuid(), (unsigned)getegid(), w->where);
         return -EACCES;
+}
+
+/* A missing directory this process may not make: a user that is not root has a place of its own. */
+static int fail_mkdir(const struct walk *w, int e) {
+        char own[PATH_MAX];
+        if ((e != EACCES && e != EPERM && e != EROFS) || geteuid() == 0)
+                return fail(w, "cannot create the directory", w->where, e);
+        sf_sockdir_own(own, sizeof own, NULL, 0);
+        sf_log(SF_LOG_ERROR, w->name, 0,
+               "%s: cannot create the directory %s: %s: uid %u may not make it there. A user that is not root "
+               "makes its sockets in a directory of its own: listen under %s (made for it; paths under "
+               SF_SOCKDIR_DEFAULT " go there by themselves), or make %s in the image for uid %u (install -d -o %u "
+               "%s)",
+               w->what, w->where, strerror(e), (unsigned)geteuid(), own, w->where, (unsigned)geteuid(),
+               (unsigned)geteuid(), w->where);
+        return -e;
 }
 
 static bool read_only(int fd) {
@@ -310,7 +327,7 @@ static int walk(struct walk *w, char *todo, size_t todo_cap, bool create, char *
                                         sf_fs_user_leave();
                                 if (made < 0 && e != EEXIST) {
                                         where_push(w, comp);
-                                        r = fail(w, "cannot create the directory", w->where, e);
+                                        r = fail_mkdir(w, e);
                                         break;
                                 }
                                 sr = fstatat(fd, comp, &st, AT_SYMLINK_NOFOLLOW);
@@ -375,7 +392,7 @@ static int walk(struct walk *w, char *todo, size_t todo_cap, bool create, char *
 
 int sf_safedir_open(const struct sf_safedir_policy *p, const char *path, bool create, const char *name,
                     const char *what, const char **base, struct sf_safedir_found *found) {
-        struct walk w = { .p = p, .name = name, .what = what, .path = path, .place = "/run/sockferry", .socket = true };
+        struct walk w = { .p = p, .name = name, .what = what, .path = path, .place = SF_SOCKDIR_DEFAULT, .socket = true };
         const char *slash = strrchr(path, '/');
         if (path[0] != '/' || !slash[1])
                 return fail(&w, "not the absolute path of a file:", path, EINVAL);

@@ -11,7 +11,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "conf/conf.h"
 #include "relay/listen/safedir.h"
+#include "relay/listen/sockdir.h"
 #include "relay/sys/platform.h"
 
 #define NOBODY 65534
@@ -320,4 +322,114 @@ Test(safedir_open, acting_as_the_user_makes_its_files_and_stops) {
         cr_assert(st.st_uid == APP && st.st_gid == APP + 5, "made as %u:%u", (unsigned)st.st_uid, (unsigned)st.st_gid);
         close(fd);
         cr_assert_eq(mkdir(at("root-only"), 0755), 0, "root's rights are back");
+}
+
+/* The default socket directory of a user that is not root (relay/listen/sockdir.h). */
+#define LOSER 4243
+
+static char xdg[64];
+
+static void sockdir_setup(void) {
+        setup();
+        unsetenv("XDG_RUNTIME_DIR");
+        xdg[0] = '\0';
+}
+
+static void sockdir_teardown(void) {
+        if (geteuid() != 0 && seteuid(0) < 0)
+                return;
+        char tmp[64];
+        snprintf(tmp, sizeof tmp, "/tmp/sockferry-%d", LOSER);
+        rmdir(tmp);
+        teardown();
+}
+
+TestSuite(sockdir, .init = sockdir_setup, .fini = sockdir_teardown);
+
+/* An XDG_RUNTIME_DIR of this user's: dir/run, owned by uid, mode. */
+static void xdg_make(uid_t uid, mode_t mode) {
+        snprintf(xdg, sizeof xdg, "%s/run", dir);
+        mkdir_owned(xdg, mode, uid);
+        setenv("XDG_RUNTIME_DIR", xdg, 1);
+}
+
+Test(sockdir, own_is_xdg_runtime_dir_when_it_is_the_users_0700) {
+        char own[PATH_MAX], why[PATH_MAX + 128], want[PATH_MAX];
+        xdg_make(geteuid(), 0700);
+        sf_sockdir_own(own, sizeof own, why, sizeof why);
+        snprintf(want, sizeof want, "%s/sockferry", xdg);
+        cr_assert_str_eq(own, want);
+        cr_assert_str_eq(why, "");
+        cr_assert_eq(chmod(xdg, 0755), 0);
+        sf_sockdir_own(own, sizeof own, why, sizeof why);
+        snprintf(want, sizeof want, "/tmp/sockferry-%u", (unsigned)geteuid());
+        cr_assert_str_eq(own, want);
+        cr_assert_not_null(strstr(why, "is not a directory of uid"), "%s", why);
+        unsetenv("XDG_RUNTIME_DIR");
+        sf_sockdir_own(own, sizeof own, why, sizeof why);
+        cr_assert_str_eq(own, want);
+        cr_assert_str_eq(why, "XDG_RUNTIME_DIR is not set");
+}
+
+static void conf_with(struct sf_conf *c, const char *const *specs) {
+        sf_conf_init(c);
+        for (; *specs; specs++)
+                cr_assert_eq(sf_conf_add_spec(c, *specs), 0, "%s", *specs);
+}
+
+Test(sockdir, a_user_that_cannot_make_run_sockferry_gets_its_own) {
+        if (geteuid() != 0)
+                cr_skip_test("needs root to become uid %d", LOSER);
+        struct sf_conf c;
+        conf_with(&c, (const char *const[]){ "a:unix:/run/sockferry/a.sock=tcp:127.0.0.1:9",
+                                             "b:unix:/run/sockferry/sub/b.sock=tcp:127.0.0.1:9",
+                                             "elsewhere:unix:/var/tmp/x.sock=tcp:127.0.0.1:9", NULL });
+        cr_assert_eq(sf_sockdir_apply(&c, SF_SOCKDIR_BIND), 0);
+        cr_assert_str_eq(c.forwards[0].listen.path, "/run/sockferry/a.sock", "root makes /run/sockferry");
+        cr_assert_eq(chmod(dir, 0755), 0);
+        xdg_make(LOSER, 0700);
+        struct sf_conf tested;
+        conf_with(&tested, (const char *const[]){ "a:unix:/run/sockferry/a.sock=tcp:127.0.0.1:9", NULL });
+        cr_assert_eq(seteuid(LOSER), 0);
+        cr_assert_eq(sf_sockdir_apply(&tested, SF_SOCKDIR_TEST), 0);
+        char want[PATH_MAX];
+        snprintf(want, sizeof want, "%s/sockferry", xdg);
+        struct stat st;
+        cr_assert_neq(stat(want, &st), 0, "the test mode made the directory");
+        cr_assert_neq(strcmp(tested.forwards[0].listen.path, "/run/sockferry/a.sock"), 0, "the test mode says the place");
+        sf_conf_free(&tested);
+        cr_assert_eq(sf_sockdir_apply(&c, SF_SOCKDIR_BIND), 0);
+        cr_assert_eq(stat(want, &st), 0);
+        cr_assert(st.st_uid == LOSER && (st.st_mode & 07777) == 0700, "uid %u mode %04o", (unsigned)st.st_uid,
+                  (unsigned)(st.st_mode & 07777));
+        snprintf(want, sizeof want, "%s/sockferry/a.sock", xdg);
+        cr_assert_str_eq(c.forwards[0].listen.path, want);
+        snprintf(want, sizeof want, "unix:%s/sockferry/a.sock", xdg);
+        cr_assert_str_eq(c.forwards[0].listen.text, want);
+        snprintf(want, sizeof want, "%s/sockferry/sub/b.sock", xdg);
+        cr_assert_str_eq(c.forwards[1].listen.path, want);
+        cr_assert_str_eq(c.forwards[2].listen.path, "/var/tmp/x.sock", "a path of its own is left alone");
+        sf_conf_free(&c);
+}
+
+Test(sockdir, an_own_directory_someone_else_made_is_refused) {
+        if (geteuid() != 0)
+                cr_skip_test("needs root to become uid %d", LOSER);
+        char tmp[64];
+        snprintf(tmp, sizeof tmp, "/tmp/sockferry-%d", LOSER);
+        rmdir(tmp);
+        mkdir_owned(tmp, 0755, NOBODY);
+        struct sf_conf c;
+        conf_with(&c, (const char *const[]){ "a:unix:/run/sockferry/a.sock=tcp:127.0.0.1:9", NULL });
+        cr_assert_eq(seteuid(LOSER), 0);
+        cr_assert_eq(sf_sockdir_apply(&c, SF_SOCKDIR_BIND), -EPERM);
+        cr_assert_str_eq(c.forwards[0].listen.path, "/run/sockferry/a.sock");
+        cr_assert_eq(seteuid(0), 0);
+        cr_assert_eq(rmdir(tmp), 0);
+        /* Its own, made 0700 on the spot. */
+        cr_assert_eq(seteuid(LOSER), 0);
+        cr_assert_eq(sf_sockdir_apply(&c, SF_SOCKDIR_BIND), 0);
+        snprintf(tmp, sizeof tmp, "/tmp/sockferry-%d/a.sock", LOSER);
+        cr_assert_str_eq(c.forwards[0].listen.path, tmp);
+        sf_conf_free(&c);
 }

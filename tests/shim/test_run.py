@@ -679,6 +679,96 @@ def test_payload_gets_the_terminal_foreground(c):
     expect("fg=True" in out, "payload output: %r" % out)
 
 
+# --- a container user that is not root (issue 34) ---------------------------------------------
+
+APP = 1000
+
+
+def as_app(c, xdg=False, extra=""):
+    """Shell lines that make the container as `docker run -u 1000` sees it: a fresh /run (root's,
+    0755: /run/sockferry cannot be made) and /tmp, this test's directory at /run/host; then
+    sockferry runs as uid 1000 with no groups (setpriv), XDG_RUNTIME_DIR=/run/user/1000 with xdg."""
+    if not shutil.which("setpriv"):
+        raise Skip("setpriv is not installed")
+    os.chmod(c.upstream, 0o666)
+    lines = ["set -e", "mount -t tmpfs -o mode=0755 sf-run /run", "mkdir /run/host",
+             "mount --bind %s /run/host" % c.dir, "mount -t tmpfs -o mode=1777 sf-tmp /tmp"]
+    if xdg:
+        lines += ["mkdir -p /run/user/%d" % APP, "chown %d:%d /run/user/%d" % (APP, APP, APP),
+                  "chmod 0700 /run/user/%d" % APP, "export XDG_RUNTIME_DIR=/run/user/%d" % APP]
+    else:
+        lines.append("unset XDG_RUNTIME_DIR")
+    lines += [extra, "set +e",
+              'exec setpriv --reuid %d --regid %d --clear-groups "$SOCKFERRY" "$@"' % (APP, APP)]
+    return "\n".join(lines) + "\n"
+
+
+USE_ITS_SOCKET = """
+import os, socket, stat
+p = os.environ['A_SOCK']
+st = os.stat(os.path.dirname(p))
+print('dir=%s uid=%d mode=%o' % (os.path.dirname(p), st.st_uid, stat.S_IMODE(st.st_mode)))
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(5)
+s.connect(p)
+s.sendall(b'ping')
+print(s.recv(100).decode())
+"""
+
+APP_FORWARD = "a:unix:/run/sockferry/a.sock=unix:/run/host/host.sock,env=A_SOCK"
+
+
+def test_a_user_that_cannot_make_run_sockferry_gets_its_own_directory(c):
+    rc, out, log = c.run(["run", "-F", APP_FORWARD, "--"] + py(USE_ITS_SOCKET), bind_alias=False, pre=as_app(c))
+    expect(rc == 0 and "echo:ping" in out, "rc %d, payload said %r" % (rc, out), log)
+    expect("dir=/tmp/sockferry-%d uid=%d mode=700" % (APP, APP) in out, "the place: %r" % out, log)
+    expect("uid %d may not create files in /run (Permission denied), so the sockets configured under /run/sockferry "
+           "are made in /tmp/sockferry-%d instead (XDG_RUNTIME_DIR is not set)" % (APP, APP) in log,
+           "the place is not named", log)
+
+
+def test_a_user_with_an_xdg_runtime_dir_gets_it(c):
+    rc, out, log = c.run(["run", "-F", APP_FORWARD, "--"] + py(USE_ITS_SOCKET), bind_alias=False,
+                         pre=as_app(c, xdg=True))
+    expect(rc == 0 and "echo:ping" in out, "rc %d, payload said %r" % (rc, out), log)
+    expect("dir=/run/user/%d/sockferry uid=%d mode=700" % (APP, APP) in out, "the place: %r" % out, log)
+    expect("are made in /run/user/%d/sockferry instead;" % APP in log, "the place is not named", log)
+    # -t says where (tests/relay/test_safedir.c: and makes nothing).
+    rc, out, log = c.run(["run", "-t", "-F", APP_FORWARD], bind_alias=False, pre=as_app(c, xdg=True))
+    expect(rc == 0 and "would be made in /run/user/%d/sockferry" % APP in log, "rc %d" % rc, log)
+    expect("/run/user/%d/sockferry/a.sock" % APP in out, "-t prints the place: %r" % out, log)
+
+
+def test_an_own_directory_someone_else_made_is_refused(c):
+    marker = c.path("started")
+    rc, out, log = c.run(["run", "-F", APP_FORWARD, "--", "touch", marker], bind_alias=False,
+                         pre=as_app(c, extra="mkdir -m 0755 /tmp/sockferry-%d; chown 65534 /tmp/sockferry-%d" % (APP, APP)))
+    expect(rc == 78, "exit status %d" % rc, log)
+    expect("the socket directory /tmp/sockferry-%d exists and is not this user's own (a directory owned by nobody "
+           "(uid 65534), mode 0755)" % APP in log, "the squatter is not named", log)
+    expect(not os.path.exists(marker), "the payload started", log)
+
+
+def test_a_directory_a_user_may_not_make_names_its_own_place(c):
+    rc, out, log = c.run(["run", "-F", "a:unix:/run/ward/a.sock=unix:/run/host/host.sock", "--", "true"],
+                         bind_alias=False, pre=as_app(c))
+    expect(rc == 1, "exit status %d" % rc, log)
+    expect("cannot create the directory /run/ward: Permission denied: uid %d may not make it there" % APP in log
+           and "listen under /tmp/sockferry-%d" % APP in log and "install -d -o %d /run/ward" % APP in log,
+           "no hint", log)
+
+
+def test_a_token_the_user_cannot_read_says_what_fixes_it(c):
+    token = c.path("token")
+    assert subprocess.run([SOCKFERRY, "keygen", "-o", token], capture_output=True).returncode == 0
+    os.chmod(token, 0o400)
+    fwd = "a:unix:/run/sockferry/a.sock=tcp:127.0.0.1:9,auth=token,token-file=/run/host/token"
+    rc, out, log = c.run(["run", "-F", fwd, "--", "true"], bind_alias=False, pre=as_app(c))
+    expect(rc == 78, "exit status %d" % rc, log)
+    expect("token file /run/host/token: uid %d (gid %d) cannot read it: it is owned by root (uid 0), gid 0, mode 0400"
+           % (APP, APP) in log and 'uid: "%d" and mode: 0400' % APP in log, "no owner, mode or fix", log)
+
+
 @contextlib.contextmanager
 def as_root():
     if os.geteuid() != 0:
