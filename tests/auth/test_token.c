@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +60,16 @@ static const char *write_file(const char *name, const char *content, mode_t mode
         return p;
 }
 
+/* A directory name in the test's directory, owned by uid:gid with mode (chmod: mkdir's mode
+ * goes through the umask and leaves out the sticky bit). Returns its path. */
+static const char *make_dir(const char *name, mode_t mode, uid_t uid, gid_t gid) {
+        const char *d = path_of(name);
+        cr_assert_eq(mkdir(d, 0700), 0, "%s: %s", d, strerror(errno));
+        cr_assert_eq(chown(d, uid, gid), 0);
+        cr_assert_eq(chmod(d, mode), 0);
+        return d;
+}
+
 static size_t read_file(const char *p, char *buf, size_t cap) {
         int fd = open(p, O_RDONLY | O_CLOEXEC);
         cr_assert_geq(fd, 0, "open %s", p);
@@ -112,6 +123,17 @@ static void expect_load_ok(const char *p, size_t len) {
 }
 
 #define WANT(...) ((const char *const[]){ __VA_ARGS__, NULL })
+
+/* Refused (-EPERM) with a log line holding the printf-formatted text. */
+static void expect_refused(const char *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void expect_refused(const char *p, const char *fmt, ...) {
+        char want[PATH_MAX + 128];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(want, sizeof want, fmt, ap);
+        va_end(ap);
+        expect_load_error(p, -EPERM, WANT(want));
+}
 
 Test(token, mode_0600_ok) {
         expect_load_ok(write_file("t", HEX32 "\n", 0600), 32);
@@ -460,14 +482,9 @@ Test(token, owned_by_another_user_is_taken_when_only_it_can_change_it) {
 Test(token, a_path_of_the_tokens_owner_is_taken) {
         if (geteuid() != 0)
                 cr_skip_test("needs root to give files to uid 501");
-        char home[PATH_MAX];
-        snprintf(home, sizeof home, "%s", path_of("Users-me"));
-        cr_assert_eq(mkdir(home, 0755), 0);
-        cr_assert_eq(chown(home, 501, 20), 0);
-        char sub[PATH_MAX + 16];
-        snprintf(sub, sizeof sub, "%s/.sockferry", home);
-        cr_assert_eq(mkdir(sub, 0700), 0);
-        cr_assert_eq(chown(sub, 501, 20), 0);
+        char home[PATH_MAX], sub[PATH_MAX];
+        snprintf(home, sizeof home, "%s", make_dir("Users-me", 0755, 501, 20));
+        snprintf(sub, sizeof sub, "%s", make_dir("Users-me/.sockferry", 0700, 501, 20));
         const char *p = write_file("Users-me/.sockferry/token", HEX32 "\n", 0600);
         cr_assert_eq(chown(p, 501, 20), 0);
         expect_load_ok(p, 32);
@@ -478,14 +495,13 @@ Test(token, a_path_of_the_tokens_owner_is_taken) {
         expect_load_ok(link, 32);
         /* Another owner's file in uid 501's directory: uid 501 could have put it there. */
         cr_assert_eq(chown(p, 502, 20), 0);
-        char want[PATH_MAX + 64];
-        snprintf(want, sizeof want, "the directory %s is owned by uid 501", home);
-        expect_load_error(p, -EPERM, WANT(want, "the token there is uid 502's", "chown root"));
+        expect_refused(p, "the directory %s is owned by uid 501, who could put another file in its place, and the "
+                          "token there is uid 502's; refusing to use it. Keep the token where only its owner, root "
+                          "or the relay's user can change the path: run chown root %s", home, home);
         /* Two other owners on the way: refused at the second. */
         cr_assert_eq(chown(p, 501, 20), 0);
         cr_assert_eq(chown(sub, 502, 20), 0);
-        snprintf(want, sizeof want, "the directory %s is owned by uid 502", sub);
-        expect_load_error(p, -EPERM, WANT(want));
+        expect_refused(p, "the directory %s is owned by uid 502", sub);
 }
 
 /* Where anyone may create names (a sticky directory), the name's owner made it: another user's
@@ -493,22 +509,17 @@ Test(token, a_path_of_the_tokens_owner_is_taken) {
 Test(token, a_name_anyone_could_have_made_is_refused) {
         if (geteuid() != 0)
                 cr_skip_test("needs root to give files to uid 65534");
-        const char *tmp = path_of("tmp");
-        cr_assert_eq(mkdir(tmp, 0700), 0);
-        cr_assert_eq(chmod(tmp, 01777), 0);
+        make_dir("tmp", 01777, 0, 0);
         const char *p = write_file("tmp/token", HEX32 "\n", 0600);
         expect_load_ok(p, 32);
         cr_assert_eq(chown(p, 65534, 65534), 0);
-        char want[PATH_MAX + 64];
-        snprintf(want, sizeof want, "token file %s is owned by nobody (uid 65534), in a directory where anyone", p);
-        expect_load_error(p, -EPERM, WANT(want, "chown root"));
-        const char *d = path_of("tmp/x");
-        cr_assert_eq(mkdir(d, 0755), 0);
-        cr_assert_eq(chown(d, 65534, 65534), 0);
+        expect_refused(p, "token file %s is owned by nobody (uid 65534), in a directory where anyone may create "
+                          "files, so that user may have put it there; refusing to use it. Run chown root %s", p, p);
+        char d[PATH_MAX];
+        snprintf(d, sizeof d, "%s", make_dir("tmp/x", 0755, 65534, 65534));
         p = write_file("tmp/x/token", HEX32 "\n", 0600);
         cr_assert_eq(chown(p, 65534, 65534), 0);
-        snprintf(want, sizeof want, "the directory %s is owned by nobody (uid 65534)", d);
-        expect_load_error(p, -EPERM, WANT(want));
+        expect_refused(p, "the directory %s is owned by nobody (uid 65534)", d);
 }
 
 /* A read-only mount: nobody here can change it, whoever owns what is on it and whatever the
@@ -519,10 +530,8 @@ Test(token, a_read_only_mount_is_taken_whoever_owns_it) {
                 cr_skip_test("needs root to mount");
         if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
                 cr_skip_test("cannot make a mount namespace: %s", strerror(errno));
-        const char *d = path_of("shared");
-        cr_assert_eq(mkdir(d, 0777), 0);
-        cr_assert_eq(chmod(d, 0777), 0);
-        cr_assert_eq(chown(d, 65533, 65533), 0);
+        char d[PATH_MAX];
+        snprintf(d, sizeof d, "%s", make_dir("shared", 0777, 65533, 65533));
         const char *p = write_file("shared/token", HEX32 "\n", 0600);
         cr_assert_eq(chown(p, 65534, 65534), 0);
         expect_load_error(p, -EPERM, WANT("with mode 0777", "chmod go-w"));
@@ -544,8 +553,8 @@ Test(token, unreadable_says_whose_it_is_and_the_fix) {
                                            "start sockferry as root (-u 0) with user = 1000"));
         cr_assert_eq(seteuid(0), 0);
         /* A directory on the way that the user may not search. */
-        const char *d = path_of("closed");
-        cr_assert_eq(mkdir(d, 0700), 0);
+        char d[PATH_MAX];
+        snprintf(d, sizeof d, "%s", make_dir("closed", 0700, 0, 0));
         p = write_file("closed/t", HEX32 "\n", 0600);
         cr_assert_eq(seteuid(1000), 0);
         char want[PATH_MAX + 64];
