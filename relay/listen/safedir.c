@@ -376,7 +376,8 @@ static int walk(struct walk *w, char *todo, size_t todo_cap, bool create, char *
                                 break;
                         }
                 }
-                w->parent_shared = strcmp(comp, "..") != 0 ? others_add(fd) : parent_shared(nfd);
+                if (w->p->any_owner)
+                        w->parent_shared = strcmp(comp, "..") != 0 ? others_add(fd) : parent_shared(nfd);
                 close(fd);
                 fd = nfd;
                 while (*s == '/')
@@ -418,7 +419,7 @@ int sf_safedir_open_file(const struct sf_safedir_policy *p, const char *path, in
         if ((size_t)snprintf(todo, sizeof todo, "%s", path) >= sizeof todo)
                 return fail(&w, "the path is too long:", path, ENAMETOOLONG);
         int dirfd = walk(&w, todo, sizeof todo, false, leaf, sizeof leaf);
-        if (dirfd >= 0)
+        if (dirfd >= 0 && p->any_owner)
                 w.found.shared_dir = others_add(dirfd);
         if (found)
                 *found = w.found;

@@ -68,6 +68,9 @@ static const int allowed[] = {
         SCMP_SYS(fstat), SCMP_SYS(newfstatat), SCMP_SYS(statx), SCMP_SYS(lseek), SCMP_SYS(pread64),
         SCMP_SYS(getdents64), SCMP_SYS(readlink), SCMP_SYS(readlinkat), SCMP_SYS(access),
         SCMP_SYS(faccessat), SCMP_SYS(faccessat2),
+        /* a token file read again at a reload: whether a directory on its path is on a
+         * read-only mount (fstatvfs, relay/listen/safedir.c) */
+        SCMP_SYS(fstatfs),
 #ifdef __NR_stat
         SCMP_SYS(stat), SCMP_SYS(lstat),
 #endif
