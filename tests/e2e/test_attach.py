@@ -176,6 +176,31 @@ def test_mode_owner_and_alias_are_applied_in_the_container(sc):
     assert echo_once(box, box.run_dir + "/app.sock", "via the alias") == "via the alias", r.text()
 
 
+def test_gpg_agent_for_uid_1000_in_its_own_gnupg_directory(sc):
+    """Issue 34: the far end (root in the container) makes a socket for uid 1000 in uid 1000's
+    ~/.gnupg (0700), and a missing directory there, as uid 1000; uid 1000 connects."""
+    d = sc.tmpdir(mode=0o755)
+    box = Container(sc, d)
+    os.chmod(box.empty, 0o755)
+    home = os.path.join(box.empty, "home")
+    for path, mode in ((home, 0o755), (home + "/.gnupg", 0o700)):
+        os.mkdir(path)
+        os.chown(path, 1000, 1000)
+        os.chmod(path, mode)
+    sc.server("echo", d + "/echo.sock")
+    os.chmod(d + "/echo.sock", 0o666)
+    inside = box.run_dir + "/home"
+    r = attach(sc, ["gpg:unix:%s/.gnupg/S.gpg-agent=unix:%s/echo.sock,owner=1000,mode=0600" % (inside, d),
+                    "new:unix:%s/.new/S=unix:%s/echo.sock,owner=1000" % (inside, d)], box)
+    rc, out, err = box.run(["stat", "-c", "%u %a", inside + "/.gnupg/S.gpg-agent", inside + "/.new"])
+    assert rc == 0 and out.split() == ["1000", "600", "1000", "755"], (out, err, r.text())
+    rc, out, err = box.run(["setpriv", "--reuid", "1000", "--regid", "1000", "--clear-groups", "/usr/bin/python3",
+                            "-c", "import socket, sys\ns = socket.socket(socket.AF_UNIX); s.settimeout(5)\n"
+                            "s.connect(sys.argv[1]); s.sendall(b'gpg'); print(s.recv(10).decode())",
+                            inside + "/.gnupg/S.gpg-agent"])
+    assert rc == 0 and out.strip() == "gpg", (rc, out, err, r.text())
+
+
 def test_stats_of_attachs_forwards_on_its_control_socket(sc):
     d = sc.tmpdir()
     box = Container(sc, d)
