@@ -497,5 +497,45 @@ def test_engine_inject_replaces_an_older_sockferry(sc):
     r.stop()
 
 
+# ---- the far end's stderr ------------------------------------------------------------------------
+
+
+def echo(d, data):
+    s = connect(d + "/c/x.sock")
+    s.sendall(data)
+    got = s.recv(64)
+    s.close()
+    assert got == data, got
+
+
+def test_the_far_ends_stderr_is_escaped(sc):
+    d = sc.tmpdir()
+    sc.server("echo", d + "/x.sock")
+    hostile = r'printf "\033]0;owned\007 \033[2J\rsockferry error: forged\000x\n" >&2; exec "$0" link --stdio'
+    r = sc.relay(["attach", "-F", "x:unix:%s/c/x.sock=unix:%s/x.sock" % (d, d), "--", "sh", "-c", hostile, SOCKFERRY],
+                 wait_ready=False)
+    wait_for(lambda: "far end: ready" in r.text(), 30, "the far end")
+    with open(r.log_path, "rb") as f:
+        raw = f.read()
+    assert b"\\x1b]0;owned\\x07 \\x1b[2J\\x0dsockferry error: forged\\x00x" in raw, raw
+    assert not any(c in raw for c in (b"\x1b", b"\x07", b"\r", b"\x00")), raw
+
+
+def test_a_flood_of_far_end_stderr_is_cut_to_the_rate_with_a_count(sc):
+    import re
+    d = sc.tmpdir()
+    sc.server("echo", d + "/x.sock")
+    n = 200000
+    flood = 'yes "flood line" | head -n %d >&2; sleep 1.2; exec "$0" link --stdio' % n
+    r = sc.relay(["attach", "-F", "x:unix:%s/c/x.sock=unix:%s/x.sock" % (d, d), "--", "sh", "-c", flood, SOCKFERRY],
+                 wait_ready=False)
+    wait_for(lambda: "far end: ready" in r.text(), 60, "the far end")
+    echo(d, b"after the flood")
+    text = r.stop()
+    shown = text.count(": flood line\n")
+    dropped = sum(int(x) for x in re.findall(r"(\d+) lines? of the far end's stderr dropped \(more than 20 a second\)", text))
+    assert 0 < shown <= 60 and shown + dropped == n, (shown, dropped, text[-3000:])
+
+
 if __name__ == "__main__":
     sftap.main(sftap.tests_of(globals()), fixture=Scene)
