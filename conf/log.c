@@ -165,3 +165,71 @@ void sf_log(enum sf_log_level level, const char *forward, uint64_t conn, const c
         sf_logv(level, forward, conn, fmt, ap);
         va_end(ap);
 }
+
+/* The length of the UTF-8 character at p (n bytes left), 0 when p starts none or starts a
+ * C1 control (U+0080..U+009F, which some terminals obey as ESC sequences). */
+static size_t utf8_char(const unsigned char *p, size_t n) {
+        size_t len = p[0] >= 0xc2 && p[0] <= 0xdf ? 2 : p[0] >= 0xe0 && p[0] <= 0xef ? 3 : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : 0;
+        if (len == 0 || len > n)
+                return 0;
+        for (size_t i = 1; i < len; i++)
+                if ((p[i] & 0xc0) != 0x80)
+                        return 0;
+        /* Overlong forms, UTF-16 surrogates, beyond U+10FFFF, C1 controls. */
+        if ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] >= 0xa0) || (p[0] == 0xf0 && p[1] < 0x90) ||
+            (p[0] == 0xf4 && p[1] >= 0x90) || (p[0] == 0xc2 && p[1] < 0xa0))
+                return 0;
+        return len;
+}
+
+size_t sf_log_escape(const char *in, size_t len, char *out, size_t cap) {
+        const unsigned char *p = (const unsigned char *)in;
+        size_t o = 0, i = 0, keep = 0; /* keep: the last end of a piece that leaves room for "..." */
+        while (i < len) {
+                char piece[5];
+                size_t n = p[i] < 0x80 ? 1 : utf8_char(p + i, len - i), w = n;
+                if (n > 1) {
+                        memcpy(piece, p + i, n);
+                } else if (n == 1 && (p[i] >= 0x20 || p[i] == '\t') && p[i] != 0x7f) {
+                        piece[0] = (char)p[i];
+                } else {
+                        w = (size_t)snprintf(piece, sizeof piece, "\\x%02x", p[i]);
+                        n = 1;
+                }
+                if (o + w > cap - 1)
+                        break;
+                memcpy(out + o, piece, w);
+                o += w;
+                i += n;
+                if (o + 3 <= cap - 1)
+                        keep = o;
+        }
+        if (i < len) {
+                memcpy(out + keep, "...", 3);
+                o = keep + 3;
+        }
+        out[o] = '\0';
+        return o;
+}
+
+bool sf_log_ratelimit(struct sf_log_ratelimit *r, unsigned per_sec, uint64_t now_ms, unsigned *dropped) {
+        *dropped = 0;
+        if (now_ms - r->start_ms >= 1000) {
+                *dropped = r->dropped;
+                r->start_ms = now_ms;
+                r->count = 0;
+                r->dropped = 0;
+        }
+        if (r->count < per_sec) {
+                r->count++;
+                return true;
+        }
+        r->dropped++;
+        return false;
+}
+
+unsigned sf_log_ratelimit_flush(struct sf_log_ratelimit *r) {
+        unsigned n = r->dropped;
+        r->dropped = 0;
+        return n;
+}

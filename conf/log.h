@@ -1,6 +1,7 @@
 #pragma once
 /* The logger: one line per event on stderr, text or JSON. Every call keeps errno intact. */
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,3 +29,23 @@ void sf_logv(enum sf_log_level level, const char *forward, uint64_t conn, const 
 #define sf_log_warn(...) sf_log(SF_LOG_WARN, NULL, 0, __VA_ARGS__)
 #define sf_log_info(...) sf_log(SF_LOG_INFO, NULL, 0, __VA_ARGS__)
 #define sf_log_debug(...) sf_log(SF_LOG_DEBUG, NULL, 0, __VA_ARGS__)
+
+/* Text another program wrote (the far end of attach, an engine's CLI) made fit for one log
+ * line: every control byte but tab (ESC, CR, BEL, NUL...), DEL, the C1 controls and any byte
+ * that is not part of a UTF-8 character become \xHH, so the text can neither move, retitle or
+ * clear the terminal nor start a line of its own. len bytes of in; at most cap - 1 bytes and
+ * a NUL in out (cap > 3), a cut text ending in "...". Returns the length written. */
+size_t sf_log_escape(const char *in, size_t len, char *out, size_t cap);
+
+/* Lines of one source (a forward's per-connection errors, attach's far end) at most per_sec
+ * in each second; what is dropped is counted. Zeroed to start. */
+struct sf_log_ratelimit {
+        uint64_t start_ms;
+        unsigned count;
+        unsigned dropped;
+};
+/* true when a line may be logged at now_ms. When a new second starts, *dropped is set to the
+ * lines dropped in the one before (else 0), for the caller to say in its own words first. */
+bool sf_log_ratelimit(struct sf_log_ratelimit *r, unsigned per_sec, uint64_t now_ms, unsigned *dropped);
+/* The lines dropped and not yet said (the source ended): returned and cleared. */
+unsigned sf_log_ratelimit_flush(struct sf_log_ratelimit *r);

@@ -70,20 +70,10 @@ void sf_fwd_note_error(struct sf_fwd *fwd, uint64_t *counter, const char *msg) {
 }
 
 bool sf_fwd_ratelimit(struct sf_fwd *fwd) {
-        uint64_t now = uv_now(fwd->loop);
-        if (now - fwd->ratelimit_start_ms >= 1000) {
-                if (fwd->ratelimit_suppressed)
-                        sf_log(SF_LOG_WARN, fwd->conf->name, 0, "%u similar messages suppressed in the last second",
-                               fwd->ratelimit_suppressed);
-                fwd->ratelimit_start_ms = now;
-                fwd->ratelimit_count = 0;
-                fwd->ratelimit_suppressed = 0;
-        }
-        if (fwd->ratelimit_count < RATELIMIT_PER_SEC) {
-                fwd->ratelimit_count++;
-                return true;
-        }
-        fwd->ratelimit_suppressed++;
-        return false;
+        unsigned dropped;
+        bool ok = sf_log_ratelimit(&fwd->ratelimit, RATELIMIT_PER_SEC, uv_now(fwd->loop), &dropped);
+        if (dropped)
+                sf_log(SF_LOG_WARN, fwd->conf->name, 0, "%u similar messages suppressed in the last second", dropped);
+        return ok;
 }
 

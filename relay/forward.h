@@ -7,6 +7,7 @@
 #include <uv.h>
 
 #include "conf/conf.h"
+#include "conf/log.h"
 #include "relay/conn/preauth_budget.h"
 #include "relay/engine/engine.h"
 #include "relay/link/frames.h"
@@ -73,9 +74,7 @@ struct sf_fwd {
          * (relay/conn/preauth_budget.h). */
         struct sf_preauth preauth;
 
-        uint64_t ratelimit_start_ms; /* one-second windows for per-connection error lines */
-        unsigned ratelimit_count;
-        unsigned ratelimit_suppressed;
+        struct sf_log_ratelimit ratelimit; /* per-connection error lines */
 };
 
 /* Sets fwd up for the forward fc of conf (both must outlive it): its engine, pool and

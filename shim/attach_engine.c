@@ -5,18 +5,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <uv.h>
 
 #include "conf/log.h"
-#include "relay/sys/platform.h"
+#include "shim/attach_inject.h"
 #include "shim/cli.h"
 
-/* The far end's fixed, versioned place when --inject copied it (a newer attach copies its own). */
-#define INJECT_DIR "/tmp/sockferry-" SF_VERSION
-#define INJECT_PATH INJECT_DIR "/sockferry"
-/* What the engine CLI prints to us while --inject asks and copies: a line or two. */
-#define CAPTURE_MAX 512
+/* The words of the far end that --inject made (shim/attach_inject.c): its copy is gone, or is
+ * not as attach left it. */
+#define INJECT_GONE "sf-inject: gone"
+#define INJECT_UNSAFE "sf-inject: unsafe"
+/* Copies in a row whose run failed before the link came up: after this many, attach stops
+ * copying (a container that never keeps one). */
+#define INJECT_TRIES 3
 
 static const char *const engine_names[] = { "docker", "podman", "kubectl" };
 
@@ -34,11 +34,11 @@ static bool has(const char *s, const char *needle) {
 }
 
 int sf_attach_engine_init(struct sf_attach_engine *e, const char *engine, const char *cli, const char *target,
-                          char **cmd_argv, bool inject, const char *inject_path) {
+                          char **cmd_argv, bool inject, const char *inject_path, const char *inject_dir) {
         memset(e, 0, sizeof *e);
         e->inject = inject;
         e->inject_path = inject_path;
-        snprintf(e->far_path, sizeof e->far_path, "sockferry");
+        e->inject_dir = inject_dir ? inject_dir : "/tmp";
         if (!engine) {
                 e->kind = SF_ENGINE_COMMAND;
                 size_t n = 0;
@@ -65,27 +65,36 @@ int sf_attach_engine_init(struct sf_attach_engine *e, const char *engine, const 
         e->kind = (enum sf_attach_engine_kind)k;
         e->cli = cli && *cli ? cli : engine_names[k];
         e->target = target;
-        if (!(e->argv = calloc(10, sizeof *e->argv)))
+        /* The exec, and the most an injected copy's run adds (shim/attach_inject.c). */
+        if (!(e->argv = calloc(SF_ATTACH_EXEC_MAX + 8, sizeof *e->argv)))
                 return 1;
-        size_t i = 0;
-        e->argv[i++] = (char *)e->cli;
-        e->argv[i++] = "exec";
-        e->argv[i++] = "-i";
-        if (e->kind == SF_ENGINE_KUBECTL) {
-                e->argv[i++] = (char *)target;
-                e->argv[i++] = "--";
-        } else {
-                /* root in the container: the sockets' owner and mode are then what the
-                 * configuration says, whatever user the image runs as. */
-                e->argv[i++] = "-u";
-                e->argv[i++] = "0";
-                e->argv[i++] = (char *)target;
-        }
-        e->argv[i++] = e->far_path;
+        size_t i = sf_attach_engine_exec(e, true, e->argv);
+        e->argv[i++] = "sockferry";
         e->argv[i++] = "link";
         e->argv[i++] = "--stdio";
         snprintf(e->what, sizeof e->what, "%s exec %s", engine_names[k], target);
         return 0;
+}
+
+size_t sf_attach_engine_exec(const struct sf_attach_engine *e, bool with_stdin, char **argv) {
+        size_t i = 0;
+        argv[i++] = (char *)e->cli;
+        argv[i++] = "exec";
+        if (with_stdin)
+                argv[i++] = "-i";
+        if (e->kind == SF_ENGINE_KUBECTL) {
+                argv[i++] = (char *)e->target;
+                argv[i++] = "--";
+                return i;
+        }
+        /* root in the container: the sockets' owner and mode are then what the configuration
+         * says, whatever user the image runs as. */
+        if (with_stdin) {
+                argv[i++] = "-u";
+                argv[i++] = "0";
+        }
+        argv[i++] = (char *)e->target;
+        return i;
 }
 
 void sf_attach_engine_free(struct sf_attach_engine *e) {
@@ -93,141 +102,35 @@ void sf_attach_engine_free(struct sf_attach_engine *e) {
         e->argv = NULL;
 }
 
-/* ---- --inject ------------------------------------------------------------------------------ */
-
-struct capture {
-        char *out;
-        size_t len, cap;
-        int64_t status;
-        int term_signal;
-};
-
-static void cap_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
-        (void)suggested;
-        static char skip[256];
-        struct capture *c = h->data;
-        if (c->len + 1 < c->cap)
-                *buf = uv_buf_init(c->out + c->len, (unsigned)(c->cap - 1 - c->len));
-        else
-                *buf = uv_buf_init(skip, sizeof skip);
-}
-
-static void cap_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
-        struct capture *c = s->data;
-        if (n < 0) {
-                uv_close((uv_handle_t *)s, NULL);
-                return;
-        }
-        if (buf->base == c->out + c->len)
-                c->len += (size_t)n;
-}
-
-static void cap_exit(uv_process_t *p, int64_t status, int term_signal) {
-        struct capture *c = p->data;
-        c->status = status;
-        c->term_signal = term_signal;
-        uv_close((uv_handle_t *)p, NULL);
-}
-
-/* Runs argv to its end on a loop of its own (nothing is attached meanwhile); what it printed,
- * both streams, in out. The exit status, or -errno when it could not run. */
-static int run_capture(char *argv[], char *out, size_t cap) {
-        struct capture c = { .out = out, .cap = cap };
-        uv_loop_t loop;
-        uv_pipe_t pipes[2];
-        uv_process_t proc;
-        out[0] = '\0';
-        if (uv_loop_init(&loop) < 0)
-                return -ENOMEM;
-        for (int i = 0; i < 2; i++) {
-                uv_pipe_init(&loop, &pipes[i], 0);
-                pipes[i].data = &c;
-        }
-        proc.data = &c;
-        uv_stdio_container_t stdio[3] = {
-                { .flags = UV_IGNORE },
-                { .flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&pipes[0] },
-                { .flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&pipes[1] },
-        };
-        uv_process_options_t opts = { .exit_cb = cap_exit, .file = argv[0], .args = argv, .stdio_count = 3,
-                                      .stdio = stdio, .flags = UV_PROCESS_WINDOWS_HIDE };
-        int r = uv_spawn(&loop, &proc, &opts);
-        for (int i = 0; i < 2; i++)
-                if (r < 0)
-                        uv_close((uv_handle_t *)&pipes[i], NULL);
-                else
-                        uv_read_start((uv_stream_t *)&pipes[i], cap_alloc, cap_read);
-        if (r < 0)
-                uv_close((uv_handle_t *)&proc, NULL);
-        uv_run(&loop, UV_RUN_DEFAULT);
-        uv_loop_close(&loop);
-        out[c.len] = '\0';
-        while (c.len && (out[c.len - 1] == '\n' || out[c.len - 1] == '\r' || out[c.len - 1] == ' '))
-                out[--c.len] = '\0';
-        if (r < 0)
-                return -sf_errno_uv(r);
-        return c.term_signal ? 128 + c.term_signal : (int)c.status;
-}
-
-/* The container's machine as uname -m prints it: asked through exec; an image without uname
- * (scratch, distroless) runs on the machine of the engine, which is ours. */
-static void container_arch(const struct sf_attach_engine *e, char *arch, size_t cap) {
-        char out[CAPTURE_MAX];
-        char *argv[] = { (char *)e->cli, "exec", (char *)e->target, e->kind == SF_ENGINE_KUBECTL ? "--" : "uname",
-                         e->kind == SF_ENGINE_KUBECTL ? "uname" : "-m", e->kind == SF_ENGINE_KUBECTL ? "-m" : NULL, NULL };
-        if (run_capture(argv, out, sizeof out) == 0 && out[0] && !strchr(out, ' ')) {
-                snprintf(arch, cap, "%s", out);
-                return;
-        }
-        uv_utsname_t u;
-        if (uv_os_uname(&u) == 0)
-                snprintf(arch, cap, "%s", strcmp(u.machine, "arm64") == 0 ? "aarch64" : u.machine);
-        else
-                snprintf(arch, cap, "x86_64");
-        sf_log_info("inject: %s has no uname: taking this machine's architecture, %s", e->target, arch);
-}
-
-/* Copies the static binary in; 0, or -1 with why. */
-static int inject(struct sf_attach_engine *e, char *why, size_t cap) {
-        char arch[64], src[PATH_MAX], out[CAPTURE_MAX];
-        container_arch(e, arch, sizeof arch);
-        if (e->inject_path)
-                snprintf(src, sizeof src, "%s", e->inject_path);
-        else
-                snprintf(src, sizeof src, "%s/linux-%s/sockferry", SF_INJECT_DIR, arch);
-        struct stat st;
-        if (stat(src, &st) < 0 || !S_ISREG(st.st_mode)) {
-                snprintf(why, cap,
-                         "no sockferry in %s, and --inject has no static Linux binary for %s at %s (%s): install the "
-                         "package that ships them, or give --inject=PATH (packaging/linux/build-static.sh builds one)",
-                         e->target, arch, src, stat(src, &st) < 0 ? strerror(errno) : "not a regular file");
-                return -1;
-        }
-        char *mkdir_argv[] = { (char *)e->cli, "exec", (char *)e->target, e->kind == SF_ENGINE_KUBECTL ? "--" : "mkdir",
-                               e->kind == SF_ENGINE_KUBECTL ? "mkdir" : "-p", e->kind == SF_ENGINE_KUBECTL ? "-p" : INJECT_DIR,
-                               e->kind == SF_ENGINE_KUBECTL ? INJECT_DIR : NULL, NULL };
-        char dst[PATH_MAX + 256];
-        /* kubectl exec takes pod/NAME, kubectl cp NAME (or NAMESPACE/NAME) only. */
-        const char *cp_target = e->target;
-        if (e->kind == SF_ENGINE_KUBECTL && strncmp(cp_target, "pod/", 4) == 0)
-                cp_target += 4;
-        snprintf(dst, sizeof dst, "%s:%s", cp_target, INJECT_PATH);
-        char *cp_argv[] = { (char *)e->cli, "cp", src, dst, NULL };
-        int r = run_capture(mkdir_argv, out, sizeof out);
-        if (r == 0)
-                r = run_capture(cp_argv, out, sizeof out);
-        if (r != 0) {
-                snprintf(why, cap, "no sockferry in %s, and --inject could not copy %s to %s: %s", e->target, src, INJECT_PATH,
-                         out[0] ? out : r < 0 ? strerror(-r) : "the engine's cp failed");
-                return -1;
-        }
-        snprintf(e->far_path, sizeof e->far_path, "%s", INJECT_PATH);
-        e->injected = true;
-        sf_log_info("inject: copied %s (%s) to %s:%s", src, arch, e->target, INJECT_PATH);
-        return 0;
-}
-
 /* ---- plain words ---------------------------------------------------------------------------- */
+
+/* --inject's copy (again): 0, or -1 with why. A container that loses every copy before its
+ * link comes up is not copied into for ever. */
+static int copy_in(struct sf_attach_engine *e, const char *line, char *why, size_t cap) {
+        if (e->inject_runs_failed++ >= INJECT_TRIES) {
+                snprintf(why, cap, "--inject copied sockferry into %s %d times and it never came up (%s)", e->target,
+                         INJECT_TRIES, line[0] ? line : "no message");
+                return -1;
+        }
+        return sf_attach_inject(e, why, cap);
+}
+
+/* The injected copy's run refused to start it: its directory is gone (a container made anew),
+ * or is not as attach left it (someone made one of the same name): a new copy, in a new
+ * directory. */
+static enum sf_attach_next inject_again(struct sf_attach_engine *e, const char *line, char *why, size_t cap) {
+        char was[PATH_MAX];
+        const char *unsafe = strstr(line, INJECT_UNSAFE ": ");
+        snprintf(was, sizeof was, "%s", e->far_dir);
+        /* Someone in the container may have tried to have root run a binary of theirs. */
+        if (unsafe)
+                sf_log_warn("inject: not run: %s; copying sockferry in anew", unsafe + strlen(INJECT_UNSAFE ": "));
+        if (copy_in(e, line, why, cap) < 0)
+                return SF_ATTACH_GIVE_UP;
+        snprintf(why, cap, "%s %s: --inject copied sockferry into %s", was,
+                 unsafe ? "is not as attach left it" : "is gone (the container was made anew)", e->far_dir);
+        return SF_ATTACH_RETRY;
+}
 
 enum sf_attach_next sf_attach_engine_explain(struct sf_attach_engine *e, const struct sf_attach_end *end, char *why,
                                              size_t cap) {
@@ -246,6 +149,10 @@ enum sf_attach_next sf_attach_engine_explain(struct sf_attach_engine *e, const s
                 snprintf(why, cap, "%s could not be started: %s", cli, strerror(-end->spawn_err));
                 return SF_ATTACH_GIVE_UP;
         }
+        if (end->was_up)
+                e->inject_runs_failed = 0;
+        if (engine && e->injected && !end->was_up && (strstr(line, INJECT_GONE ": ") || strstr(line, INJECT_UNSAFE ": ")))
+                return inject_again(e, line, why, cap);
         if (engine && end->was_up && end->exit_status == 137) {
                 snprintf(why, cap, "the exec was killed: %s stopped or restarted", e->target);
                 return SF_ATTACH_RETRY;
@@ -284,15 +191,9 @@ enum sf_attach_next sf_attach_engine_explain(struct sf_attach_engine *e, const s
         bool not_found = has(line, "executable file not found") || has(line, "not found in $path") ||
                          has(line, "no such file or directory") || has(line, "not found");
         if ((end->exit_status == 126 || end->exit_status == 127) && (not_found || !line[0])) {
-                if (engine && e->inject && e->injected && !end->ever_up) {
-                        snprintf(why, cap, "--inject copied sockferry to %s:%s, but it does not run there (%s): a /tmp "
-                                 "mounted noexec, or a binary of another architecture (--inject=PATH)",
-                                 e->target, INJECT_PATH, line[0] ? line : "exit status 126/127");
-                        return SF_ATTACH_GIVE_UP;
-                }
                 if (engine && e->inject) {
-                        /* Again after a run that worked: a container made anew has lost its /tmp. */
-                        if (inject(e, why, cap) < 0)
+                        /* Again after a run that worked: a container made anew has lost its copy. */
+                        if (copy_in(e, line, why, cap) < 0)
                                 return SF_ATTACH_GIVE_UP;
                         snprintf(why, cap, "no sockferry in %s: --inject copied one in", e->target);
                         return SF_ATTACH_RETRY;
@@ -309,7 +210,7 @@ enum sf_attach_next sf_attach_engine_explain(struct sf_attach_engine *e, const s
         }
         if (has(line, "unknown command 'link'") || (end->exit_status == 64 && has(line, "link"))) {
                 if (engine && e->inject && !e->injected) {
-                        if (inject(e, why, cap) < 0)
+                        if (copy_in(e, line, why, cap) < 0)
                                 return SF_ATTACH_GIVE_UP;
                         snprintf(why, cap, "the sockferry in %s is older and has no `link`: --inject copied this one in",
                                  e->target);

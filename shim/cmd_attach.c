@@ -32,7 +32,7 @@ struct attach_main {
 
 static void help(void) {
         fputs("Usage: sockferry attach [-c FILE] [-F SPEC]... [--engine docker|podman|kubectl] [--engine-cmd PATH]\n"
-              "                        [--inject[=PATH]] [-v|-q] TARGET\n"
+              "                        [--inject[=PATH]] [--inject-dir DIR] [-v|-q] TARGET\n"
               "       sockferry attach [-c FILE] [-F SPEC]... [-v|-q] -- CMD [ARG]...\n"
               "\n"
               "Carry host sockets into a running container with no port and no token: run\n"
@@ -48,7 +48,11 @@ static void help(void) {
               "      --engine E       docker (default), podman or kubectl\n"
               "      --engine-cmd P   the engine's CLI (default: $SOCKFERRY_DOCKER, else the engine's name)\n"
               "      --inject[=PATH]  when the container has no sockferry, copy a static Linux one of its\n"
-              "                       architecture in (PATH, or the installed " SF_INJECT_DIR "/linux-ARCH/sockferry)\n"
+              "                       architecture in (PATH, else $SOCKFERRY_STATIC, else the installed\n"
+              "                       " SF_INJECT_DIR "/linux-ARCH/sockferry) and run it from a new\n"
+              "                       root-only directory, its checksum checked first\n"
+              "      --inject-dir DIR where in the container that directory is made (default /tmp; a volume\n"
+              "                       for a read-only root filesystem); implies --inject\n"
               "  -v, --verbose        more log output (repeatable)\n"
               "  -q, --quiet          less log output (repeatable)\n"
               "      --log-format F   text or json (overrides log-format)\n"
@@ -112,7 +116,7 @@ static enum sf_attach_next on_ended(void *data, const struct sf_attach_end *end,
 }
 
 int sf_cmd_attach(int argc, char **argv) {
-        enum { OPT_ENGINE = 0x300, OPT_ENGINE_CMD, OPT_INJECT };
+        enum { OPT_ENGINE = 0x300, OPT_ENGINE_CMD, OPT_INJECT, OPT_INJECT_DIR };
         /* The common options but -t: what attach would bind is in the container. */
         static const struct option opts[] = { { "config", required_argument, NULL, 'c' },
                                                { "forward", required_argument, NULL, 'F' },
@@ -124,10 +128,11 @@ int sf_cmd_attach(int argc, char **argv) {
                                                { "engine", required_argument, NULL, OPT_ENGINE },
                                                { "engine-cmd", required_argument, NULL, OPT_ENGINE_CMD },
                                                { "inject", optional_argument, NULL, OPT_INJECT },
+                                               { "inject-dir", required_argument, NULL, OPT_INJECT_DIR },
                                                {} };
         struct sf_cli_opts o;
         struct attach_main m = { 0 };
-        const char *engine = "docker", *engine_cmd = NULL, *inject = NULL;
+        const char *engine = "docker", *engine_cmd = NULL, *inject = NULL, *inject_dir = NULL;
         bool want_inject = false;
         int c;
 
@@ -146,6 +151,8 @@ int sf_cmd_attach(int argc, char **argv) {
                         engine_cmd = optarg;
                 else if (c == OPT_INJECT)
                         want_inject = true, inject = optarg;
+                else if (c == OPT_INJECT_DIR)
+                        want_inject = true, inject_dir = optarg;
                 else
                         r = sf_cli_opt("attach", c, argv, &o);
                 if (r != SF_CLI_NEXT) {
@@ -163,12 +170,14 @@ int sf_cmd_attach(int argc, char **argv) {
                 status = sf_cli_usage_error("attach", "unexpected argument '%s' after TARGET %s (a command goes after --)",
                                             argv[optind + 1], argv[optind]);
         else if (command && (want_inject || engine_cmd))
-                status = sf_cli_usage_error("attach", "--inject and --engine-cmd go with TARGET, not with -- CMD");
+                status = sf_cli_usage_error("attach", "--inject, --inject-dir and --engine-cmd go with TARGET, not with -- CMD");
+        else if (inject_dir && (inject_dir[0] != '/' || strchr(inject_dir, '\n')))
+                status = sf_cli_usage_error("attach", "--inject-dir %s: expected an absolute path in the container", inject_dir);
         if (!status) {
                 if (!engine_cmd)
                         engine_cmd = getenv("SOCKFERRY_DOCKER");
                 status = sf_attach_engine_init(&m.eng, command ? NULL : engine, engine_cmd, command ? NULL : argv[optind],
-                                               command ? argv + optind : NULL, want_inject, inject);
+                                               command ? argv + optind : NULL, want_inject, inject, inject_dir);
         }
         if (status) {
                 sf_cli_opts_free(&o);

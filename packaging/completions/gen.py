@@ -9,7 +9,7 @@ at build time with the Python that runs meson itself, so building needs nothing 
 import shlex
 import sys
 
-ARG_KINDS = {"-", "file", "user", "forward", "duration", "pid"}
+ARG_KINDS = {"-", "file", "user", "forward", "duration", "pid", "text"}
 REST_KINDS = {"-", "file", "command", "commands"}
 
 
@@ -176,6 +176,8 @@ def zsh(options, commands, keys):
             return ":process id:_pids"
         if o.arg == "duration":
             return ":duration (5s, 500ms):"
+        if o.arg == "text":
+            return f":{o.names[-1].lstrip('-')}:"
         if o.words:
             return f":{o.names[-1].lstrip('-')}:({' '.join(o.words)})"
         return ""
@@ -305,7 +307,7 @@ def fish(options, commands, keys):
                 parts.append("-x -a '(__fish_complete_pids)'")
             elif o.arg == "forward":
                 parts.append("-x -a '(__sockferry_forward_keys)'")
-            elif o.arg == "duration":
+            elif o.arg in ("duration", "text"):
                 parts.append("-x")
             elif o.words:
                 parts.append(f"-x -a {fish_quote(' '.join(o.words))}")

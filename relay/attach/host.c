@@ -30,7 +30,13 @@
 #define LINK_STREAMS_MAX 65535
 #define STREAM_WINDOW (256 * 1024)
 #define LINK_WINDOW (8 * 1024 * 1024)
+/* A line of the far end's stderr as logged (escaped, conf/log.h): longer ones are cut. */
 #define LINE_MAX_LEN 1024
+/* The far end's stderr lines logged a second at most; the rest are counted (a container that
+ * floods its stderr costs the host's log a line a second). */
+#define FAR_LINES_PER_SEC 20
+/* Why a run ended, in plain words. */
+#define WHY_MAX 1200
 
 struct sf_attach {
         uv_loop_t *loop;
@@ -48,12 +54,13 @@ struct sf_attach {
         bool proc_alive;
         struct sf_link *link;
         uv_pipe_t *err;
-        char line[LINE_MAX_LEN];
+        char line[LINE_MAX_LEN]; /* raw bytes of the line under way */
         size_t line_len;
+        struct sf_log_ratelimit far_rate;
         char last[LINE_MAX_LEN];     /* the far end's last line */
         char last_err[LINE_MAX_LEN]; /* its last error or warning, or a line not of its log */
         char prev_err[LINE_MAX_LEN]; /* the run before's: the same line again is not news */
-        char last_said[LINE_MAX_LEN + 200]; /* the last run's end as logged: the same again is not news */
+        char last_said[WHY_MAX + 200]; /* the last run's end as logged: the same again is not news */
         char cause[256]; /* why the link ended */
         int64_t status;
         int term_signal;
@@ -175,18 +182,39 @@ static const struct sf_link_ops link_ops = {
 
 /* ---- the far end's stderr ------------------------------------------------------------------ */
 
-/* A line of the far end: its own log lines ("TIME sockferry LEVEL [fwd]: msg") keep their
- * level and lose their time (ours comes first); anything else (the engine's CLI) is a
- * warning in its own words. */
-static void relay_line(struct sf_attach *a, char *line) {
-        size_t n = strlen(line);
-        while (n && (line[n - 1] == '\r' || line[n - 1] == ' '))
-                line[--n] = '\0';
-        if (!n)
+static void far_dropped(unsigned n) {
+        if (n)
+                sf_log(SF_LOG_WARN, NULL, 0, "%u line%s of the far end's stderr dropped (more than %d a second)", n,
+                       n == 1 ? "" : "s", FAR_LINES_PER_SEC);
+}
+
+/* Whether a line of the far end at level may go to the host's log now (within the rate). */
+static bool far_may_log(struct sf_attach *a, enum sf_log_level level) {
+        if (level > sf_log_get_level())
+                return false;
+        unsigned dropped;
+        bool ok = sf_log_ratelimit(&a->far_rate, FAR_LINES_PER_SEC, uv_now(a->loop), &dropped);
+        far_dropped(dropped);
+        return ok;
+}
+
+/* A line of the far end (len raw bytes): its own log lines ("TIME sockferry LEVEL [fwd]: msg")
+ * keep their level and lose their time (ours comes first); anything else (the engine's CLI) is
+ * a warning in its own words. Whatever the container wrote, it is escaped first: it reaches
+ * the operator's terminal and the host's log. */
+static void relay_line(struct sf_attach *a, const char *raw, size_t len) {
+        while (len && (raw[len - 1] == '\r' || raw[len - 1] == ' '))
+                len--;
+        if (!len)
                 return;
+        char line[LINE_MAX_LEN];
+        sf_log_escape(raw, len, line, sizeof line);
         snprintf(a->last, sizeof a->last, "%s", line);
         static const char *const levels[] = { "error", "warn", "info", "debug" };
-        const char *p = strstr(line, "sockferry ");
+        /* Its own: "sockferry LEVEL" first, or after the time (one word). */
+        const char *p = strncmp(line, "sockferry ", 10) == 0 ? line : strchr(line, ' ');
+        if (p && p != line && strncmp(++p, "sockferry ", 10) != 0)
+                p = NULL;
         for (int lv = 0; p && lv < 4; lv++) {
                 size_t k = strlen(levels[lv]);
                 const char *rest = p + strlen("sockferry ");
@@ -199,19 +227,21 @@ static void relay_line(struct sf_attach *a, char *line) {
                         snprintf(a->last, sizeof a->last, "%s", rest);
                         if (lv <= SF_LOG_WARN)
                                 snprintf(a->last_err, sizeof a->last_err, "%s", rest);
-                        sf_log((enum sf_log_level)lv, NULL, 0, "far end: %s", rest);
+                        if (far_may_log(a, (enum sf_log_level)lv))
+                                sf_log((enum sf_log_level)lv, NULL, 0, "far end: %s", rest);
                         return;
                 }
         }
         snprintf(a->last_err, sizeof a->last_err, "%s", line);
-        sf_log(strcmp(line, a->prev_err) == 0 ? SF_LOG_DEBUG : SF_LOG_WARN, NULL, 0, "%s: %s", a->p->what, line);
+        enum sf_log_level lv = strcmp(line, a->prev_err) == 0 ? SF_LOG_DEBUG : SF_LOG_WARN;
+        if (far_may_log(a, lv))
+                sf_log(lv, NULL, 0, "%s: %s", a->p->what, line);
 }
 
 static void err_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
         (void)suggested;
         struct sf_attach *a = h->data;
-        size_t room = sizeof a->line - 1 - a->line_len;
-        *buf = uv_buf_init(a->line + a->line_len, (unsigned)room);
+        *buf = uv_buf_init(a->line + a->line_len, (unsigned)(sizeof a->line - a->line_len));
 }
 
 static void on_handle_closed(uv_handle_t *h) {
@@ -240,10 +270,10 @@ static void err_drop(struct sf_attach *a) {
         if (!a->err)
                 return;
         if (a->line_len) {
-                a->line[a->line_len] = '\0';
-                relay_line(a, a->line);
+                relay_line(a, a->line, a->line_len);
                 a->line_len = 0;
         }
+        far_dropped(sf_log_ratelimit_flush(&a->far_rate));
         a->handles++;
         uv_close((uv_handle_t *)a->err, on_handle_closed);
         a->err = NULL;
@@ -258,19 +288,16 @@ static void on_err_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
                 return;
         }
         a->line_len += (size_t)n;
-        a->line[a->line_len] = '\0';
-        char *start = a->line, *nl;
-        while ((nl = strchr(start, '\n'))) {
-                *nl = '\0';
-                relay_line(a, start);
+        char *start = a->line, *end = a->line + a->line_len, *nl;
+        while ((nl = memchr(start, '\n', (size_t)(end - start)))) {
+                relay_line(a, start, (size_t)(nl - start));
                 start = nl + 1;
         }
-        a->line_len = strlen(start);
+        a->line_len = (size_t)(end - start);
         memmove(a->line, start, a->line_len);
         /* A line longer than the buffer is cut there. */
-        if (a->line_len == sizeof a->line - 1) {
-                a->line[a->line_len] = '\0';
-                relay_line(a, a->line);
+        if (a->line_len == sizeof a->line) {
+                relay_line(a, a->line, a->line_len);
                 a->line_len = 0;
         }
 }
@@ -330,7 +357,7 @@ static void on_backoff(uv_timer_t *t) {
 static void run_over(struct sf_attach *a) {
         a->running = false;
         uv_timer_stop(&a->timer);
-        char status[160], why[600] = "";
+        char status[160], why[WHY_MAX] = "";
         describe_status(a, status, sizeof status);
         struct sf_attach_end end = {
                 .spawn_err = a->spawn_err,

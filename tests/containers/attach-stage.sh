@@ -12,8 +12,12 @@
 # data both ways through to a host service; docker restart -> attached again; SIGTERM -> exit
 # 0 and the container's socket removed. In docker's own words: no such container, a container
 # that is not running (retried), no sockferry in the image (with the --inject hint), permission
-# denied on the engine's socket (as uid 65534). --inject into the plain image (uname -m, docker
-# cp): attached, and again after docker restart.
+# denied on the engine's socket (as uid 65534). --inject into the plain image (uname -m, one
+# exec as root making a new 0700 directory and checking the copy): attached, and again after
+# docker restart, the directory removed at the end; into a --read-only container (refused in
+# plain words, then --inject-dir on a volume); and with a uid-1000 process in the container
+# that made the old fixed /tmp/sockferry-VERSION first and races the new directory: nothing of
+# it runs as root.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:?build directory}" && pwd)
@@ -98,7 +102,11 @@ with_libs() { # copies each binary's libraries into the root
                 done
         done
 }
-for b in sh sleep uname mkdir; do cp -L "$(command -v $b)" "$root/bin/"; with_libs "$(command -v $b)"; done
+# --inject's checks need id, ls, head, chmod, sha256sum, rm, rmdir; the racer below cp, mv, ln, grep, touch, cat.
+for b in sh sleep uname mkdir id ls head chmod sha256sum rm rmdir cp mv ln grep touch cat; do
+        cp -L "$(command -v $b)" "$root/bin/"
+        with_libs "$(command -v $b)"
+done
 echo 'root:x:0:0::/:/bin/sh' >"$root/etc/passwd"
 echo 'root:x:0:' >"$root/etc/group"
 # The build's libraries too: --inject copies the build's (dynamic) binary in.
@@ -187,4 +195,60 @@ say "words: no such container, not running (retried), no sockferry (--inject hin
 attach_run sf-plain --inject="$SF"
 grep -q "inject: copied $SF (x86_64\|inject: copied $SF (aarch64" "$W/sf-plain.log" ||
         { cat "$W/sf-plain.log" >&2; fail "--inject: nothing copied"; }
-say "--inject: uname -m, docker cp to /tmp/sockferry-VERSION, attached, and again after docker restart: OK"
+injected() { # NAME DIR: the directories --inject made in DIR
+        "$DOCKER" exec "$1" sh -c 'cd "$1" && for x in sockferry.*; do [ -e "$x" ] && echo "$1/$x"; done; true' sh "$2"
+}
+[ -z "$(injected sf-plain /tmp)" ] || fail "--inject: the directory outlived attach: $(injected sf-plain /tmp)"
+say "--inject: uname -m, one exec making /tmp/sockferry.RANDOM (0700) with the checked copy, attached, and again after docker restart; removed at the end: OK"
+
+# ---- --inject into a read-only root filesystem: refused in plain words, then --inject-dir ----
+mkdir -p "$W/sf-ro"
+"$DOCKER" run -d --name sf-ro --read-only --network none -v "$W/sf-ro:/run/host" -v /inject sf-attach-plain \
+        sleep infinity >/dev/null 2>"$W/run.log" || { cat "$W/run.log" >&2; fail "docker run --read-only"; }
+cannot "Read-only file system" sf-ro --inject="$SF"
+grep -q -- "--inject-dir DIR" "$W/cannot.log" || { cat "$W/cannot.log" >&2; fail "read-only: no --inject-dir hint"; }
+attach_run sf-ro --inject="$SF" --inject-dir /inject
+[ -z "$(injected sf-ro /inject)" ] || fail "--inject-dir: the directory outlived attach"
+say "--inject into a --read-only container: refused with the --inject-dir hint; --inject-dir on a volume attached, restarted, removed: OK"
+
+# ---- --inject with a uid-1000 process racing it ----
+version=$("$SF" version | sed -n 's/^version: //p')
+container sf-race sf-attach-plain
+# As uid 1000: the old fixed place made first (its directory with its binary, and a symbolic
+# link), then every /tmp/sockferry.* it sees: replace the binary, add to it, rename it away.
+racer='printf "#!/bin/sh\necho \"uid \$(id -u) ran \$0\" >> /tmp/pwned\nexit 1\n" > /tmp/evil && chmod 755 /tmp/evil || exit 1
+mkdir "/tmp/sockferry-$1" && cp /tmp/evil "/tmp/sockferry-$1/sockferry" && ln -s "/tmp/sockferry-$1" "/tmp/sockferry-$1.d" || exit 1
+touch /tmp/armed
+while [ ! -e /tmp/stop ]; do
+        for x in /tmp/sockferry.*; do
+                [ -d "$x" ] || continue
+                grep -qxF "$x" /tmp/seen 2>/dev/null || echo "$x" >> /tmp/seen
+                cp /tmp/evil "$x/sockferry" 2>/dev/null && echo "replaced $x/sockferry" >> /tmp/won
+                ln -s /tmp/evil "$x/new" 2>/dev/null && echo "linked in $x" >> /tmp/won
+                mv "$x" "$x.away" 2>/dev/null && mkdir "$x" && cp /tmp/evil "$x/sockferry" && echo "swapped $x" >> /tmp/won
+        done
+done'
+"$DOCKER" exec -d -u 1000 sf-race sh -c "$racer" sh "$version"
+in_race() { "$DOCKER" exec sf-race sh -c "$1"; }
+for _ in $(seq 100); do in_race 'test -e /tmp/armed' && break; sleep 0.1; done
+in_race 'test -e /tmp/armed' || fail "race: the uid-1000 process did not start"
+"$SF" attach --inject="$SF" "${forward[@]}" sf-race 2>"$W/sf-race.log" &
+attach_pid=$!
+wait_attached "$W/sf-race.log" 1
+expect "race: curl" "host service: /race" "$(get sf-race /race)"
+dir=$(injected sf-race /tmp)
+for _ in $(seq 100); do [ "$(in_race 'cat /tmp/seen' 2>/dev/null)" = "$dir" ] && break; sleep 0.1; done
+[ "$(in_race 'cat /tmp/seen' 2>/dev/null)" = "$dir" ] || fail "race: the uid-1000 process never saw $dir"
+in_race 'touch /tmp/stop'
+! in_race 'cat /tmp/won' 2>/dev/null || fail "race: the uid-1000 process changed $dir: $(in_race 'cat /tmp/won')"
+! in_race 'cat /tmp/pwned' 2>/dev/null || fail "race: root ran the uid-1000 process's binary: $(in_race 'cat /tmp/pwned')"
+[ "$(in_race "ls -ldn /tmp/sockferry-$version" | awk '{print $3}')" = 1000 ] ||
+        fail "race: the old fixed /tmp/sockferry-$version was touched"
+rc=0
+kill -TERM "$attach_pid"
+wait "$attach_pid" || rc=$?
+attach_pid=""
+expect "race: exit status after SIGTERM" 0 "$rc"
+[ -z "$(injected sf-race /tmp)" ] || fail "race: the directory outlived attach"
+! in_race 'cat /tmp/pwned' 2>/dev/null || fail "race: root ran the uid-1000 process's binary: $(in_race 'cat /tmp/pwned')"
+say "--inject with a uid-1000 process that made /tmp/sockferry-$version first and raced $dir: nothing of it ran as root: OK"

@@ -367,10 +367,12 @@ def test_no_sockferry_at_the_far_end_gives_up_in_plain_words(sc):
 
 # ---- engines played by a script ---------------------------------------------------------------
 
-FAKE_ENGINE = r'''#!/bin/sh
-# docker, as far as attach uses it: exec -i -u 0 TARGET CMD..., exec TARGET CMD..., cp SRC TARGET:DST.
-# $FAKE_MODE picks a failure; $FAKE_ROOT is the "container's" filesystem for --inject.
-echo "$*" >> "$FAKE_ROOT/calls"
+FAKE_ENGINE = r"""#!/bin/sh
+# docker (kubectl), as far as attach uses them: exec [-i] [-u USER] TARGET [--] CMD..., run in the
+# mount namespace of the "container" $FAKE_PID (nsenter) as USER (setpriv; without -u the
+# image's user: root, or $FAKE_USER, as kubectl runs the pod's). $FAKE_MODE picks a failure;
+# every call is appended to $FAKE_CALLS, one line each.
+printf '%s' "$*" | tr '\n' ' ' >> "$FAKE_CALLS" && echo >> "$FAKE_CALLS"
 case "$FAKE_MODE" in
 denied)
         echo 'permission denied while trying to connect to the Docker daemon socket at unix:///var/run/docker.sock: Get "http://%2Fvar%2Frun%2Fdocker.sock/v1.24/containers/app/json": dial unix /var/run/docker.sock: connect: permission denied' >&2
@@ -385,39 +387,31 @@ old)
         echo "sockferry: unknown command 'link'; run 'sockferry --help' for the list" >&2
         exit 64 ;;
 esac
-if [ "$FAKE_MODE" = old-inject ] && [ "$1" = exec ] && [ "$6" = sockferry ]; then
-        echo "sockferry: unknown command 'link'; run 'sockferry --help' for the list" >&2
-        exit 64
-fi
-if [ "$1" = cp ]; then
-        dst=${3#*:}
-        mkdir -p "$FAKE_ROOT$(dirname "$dst")" && cp "$2" "$FAKE_ROOT$dst"
-        exit
-fi
 [ "$1" = exec ] || { echo "fake docker: unexpected $1" >&2; exit 2; }
 shift
 [ "$1" = -i ] && shift
-[ "$1" = -u ] && shift 2
+user=${FAKE_USER:-0}
+[ "$1" = -u ] && { user=$2; shift 2; }
 shift # the target
-case "$1" in
-uname) echo x86_64; exit ;;
-mkdir) mkdir -p "$FAKE_ROOT$3"; exit ;;
-sockferry)
-        if [ "$FAKE_MODE" = missing ] || [ "$FAKE_MODE" = inject ]; then
+[ "$1" = -- ] && shift
+if [ "$1" = sockferry ]; then
+        case "$FAKE_MODE" in
+        missing)
                 # docker 20.10 says it on stdout, where the link's frames belong, and exits 126
                 echo 'OCI runtime exec failed: exec failed: unable to start container process: exec: "sockferry": executable file not found in $PATH: unknown'
-                exit 126
-        fi
+                exit 126 ;;
+        old-inject)
+                echo "sockferry: unknown command 'link'; run 'sockferry --help' for the list" >&2
+                exit 64 ;;
+        esac
         shift
-        exec "$SOCKFERRY" "$@" ;;
-/tmp/*)
-        prog=$FAKE_ROOT$1
-        shift
-        exec "$prog" "$@" ;;
-esac
-echo "fake docker: cannot run $1" >&2
-exit 126
-'''
+        set -- "$SOCKFERRY" "$@"
+fi
+enter=
+[ -z "$FAKE_PID" ] || enter="nsenter -t $FAKE_PID -m"
+[ "$user" = 0 ] || enter="$enter setpriv --reuid=$user --regid=$user --clear-groups"
+exec $enter "$@"
+"""
 
 
 def fake_engine(d):
@@ -425,15 +419,25 @@ def fake_engine(d):
     with open(path, "w") as f:
         f.write(FAKE_ENGINE)
     os.chmod(path, 0o755)
-    os.mkdir(d + "/root")
     return path
 
 
-def engine_attach(engine, d, mode, extra=(), timeout=30):
-    env = dict(os.environ, FAKE_MODE=mode, FAKE_ROOT=d + "/root")
+def engine_env(d, mode, box=None, user=None):
+    env = {"FAKE_MODE": mode, "FAKE_CALLS": d + "/calls", "FAKE_PID": str(box.pid) if box else ""}
+    if user is not None:
+        env["FAKE_USER"] = str(user)
+    return env
+
+
+def calls(d):
+    with open(d + "/calls") as f:
+        return f.read().splitlines()
+
+
+def engine_attach(engine, d, mode, extra=(), timeout=30, box=None):
     p = subprocess.run([SOCKFERRY, "attach", "-F", "x:unix:%s/c/x.sock=unix:%s/x.sock" % (d, d),
                         "--engine-cmd", engine] + list(extra) + ["app"], capture_output=True, text=True,
-                       timeout=timeout, env=env)
+                       timeout=timeout, env=dict(os.environ, **engine_env(d, mode, box)))
     return p.returncode, p.stderr
 
 
@@ -460,13 +464,16 @@ def test_engine_failures_in_plain_words(sc):
     assert rc == 64 and "docker, podman or kubectl" in err, (rc, err)
     rc, out, err = run_sockferry(["attach", "-F", "x:systemd:x=unix:%s/x.sock" % d, "app"])
     assert rc == 78 and "cannot be made in the container" in err, (rc, err)
+    rc, out, err = run_sockferry(["attach", "-F", "x:unix:%s/c/x.sock=unix:%s/x.sock" % (d, d), "--inject-dir",
+                                  "vol", "app"])
+    assert rc == 64 and "--inject-dir vol: expected an absolute path" in err, (rc, err)
 
 
 def test_engine_container_not_running_is_retried(sc):
     d = sc.tmpdir()
     engine = fake_engine(d)
     r = sc.relay(["attach", "-v", "-F", "x:unix:%s/c/x.sock=unix:%s/x.sock" % (d, d), "--engine-cmd", engine, "app"],
-                 wait_ready=False, env={"FAKE_MODE": "stopped", "FAKE_ROOT": d + "/root"})
+                 wait_ready=False, env=engine_env(d, "stopped"))
     wait_for(lambda: r.text().count("attaching again") >= 2, 30, "two attempts")
     text = r.stop()
     assert "container app is not running" in text, text
@@ -477,10 +484,9 @@ def test_engine_docker_exec_argv_and_sigterm(sc):
     engine = fake_engine(d)
     sc.server("echo", d + "/x.sock")
     r = sc.relay(["attach", "-F", "x:unix:%s/c/x.sock=unix:%s/x.sock" % (d, d), "--engine-cmd", engine, "app"],
-                 wait_ready=False, env={"FAKE_MODE": "ok", "FAKE_ROOT": d + "/root"})
+                 wait_ready=False, env=engine_env(d, "ok"))
     wait_for(lambda: "far end: ready" in r.text(), 30, "the far end")
-    with open(d + "/root/calls") as f:
-        assert f.read().splitlines()[0] == "exec -i -u 0 app sockferry link --stdio"
+    assert calls(d)[0] == "exec -i -u 0 app sockferry link --stdio"
     s = connect(d + "/c/x.sock")
     s.sendall(b"via docker exec")
     assert s.recv(64) == b"via docker exec"
@@ -489,37 +495,325 @@ def test_engine_docker_exec_argv_and_sigterm(sc):
     assert not os.path.exists(d + "/c/x.sock"), r.text()
 
 
-def test_engine_inject_copies_a_sockferry_in(sc):
-    d = sc.tmpdir()
+# ---- --inject ----------------------------------------------------------------------------------
+
+
+class Box:
+    """A container for --inject: a mount namespace held by a sleeping process, with a /tmp of
+    its own (a tmpfs, 1777, as an image's) and the test's directory d bound back at its path,
+    so the sockets the far end makes in d are this side's too. read_only: / and /tmp are
+    read-only in it (docker run --read-only), and d/vol is a tmpfs (a volume) for --inject-dir.
+    The fake engine execs into it (FAKE_PID); a user of the container is a process in it with
+    another uid (as_user)."""
+
+    def __init__(self, sc, d, read_only=False):
+        if os.geteuid() != 0:
+            raise Skip("needs root for a mount namespace (unshare, nsenter)")
+        for tool in ("unshare", "nsenter", "setpriv"):
+            if not shutil.which(tool):
+                raise Skip("%s is not installed (util-linux)" % tool)
+        script = ('exec 3<"$1" && mount -t tmpfs -o mode=1777 tmpfs /tmp && mkdir -p "$1" && '
+                  'mount -c --bind /proc/self/fd/3 "$1" && exec 3<&- || exit 1\n')
+        if read_only:
+            script += ('mkdir -p "$1/vol" && mount -t tmpfs -o mode=0755 tmpfs "$1/vol" && '
+                       'mount -o remount,bind,ro / && mount -o remount,ro /tmp || exit 1\n')
+        script += 'echo ready && exec sleep 3600'
+        self.proc = sc.popen(["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", d],
+                             stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        if self.proc.stdout.readline().strip() != b"ready":
+            raise Skip("cannot make a mount namespace with a tmpfs /tmp here (unshare -m, mount)")
+        self.pid = self.proc.pid
+        self.sc = sc
+
+    def enter(self, uid=0):
+        argv = ["nsenter", "-t", str(self.pid), "-m"]
+        return argv + (["setpriv", "--reuid=%d" % uid, "--regid=%d" % uid, "--clear-groups"] if uid else [])
+
+    def sh(self, script, *args, uid=0):
+        """script in the container as uid: (exit status, stdout + stderr)."""
+        p = subprocess.run(self.enter(uid) + ["sh", "-c", script, "sh"] + [str(a) for a in args],
+                           capture_output=True, text=True, timeout=60)
+        return p.returncode, p.stdout + p.stderr
+
+    def as_user(self, uid, script, *args):
+        """script running in the container as uid until the end of the test."""
+        return self.sc.popen(self.enter(uid) + ["sh", "-c", script, "sh"] + [str(a) for a in args],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def exists(self, path):
+        return self.sh('test -e "$1" || test -L "$1"', path)[0] == 0
+
+    def injected(self, parent="/tmp"):
+        """The directories --inject made in parent."""
+        rc, out = self.sh('cd "$1" && for x in sockferry.*; do [ -e "$x" ] && echo "$x"; done; true', parent)
+        assert rc == 0, out
+        return sorted(parent + "/" + x for x in out.split())
+
+
+# A binary a user of the container would like root to run: it leaves a mark and fails.
+EVIL = '#!/bin/sh\necho "uid $(id -u) ran $0 $*" >> /tmp/pwned\nexit 1\n'
+
+
+def inject_attach(sc, d, box, extra=(), mode="missing", expect=0, user=None, engine_kind=()):
+    """attach --inject (the build's sockferry) into box with the fake engine; returns once
+    attached (expect 0) or exited."""
     engine = fake_engine(d)
-    sc.server("echo", d + "/x.sock")
-    r = sc.relay(["attach", "-F", "x:unix:%s/c/x.sock=unix:%s/x.sock" % (d, d), "--engine-cmd", engine,
-                  "--inject=" + os.path.realpath(SOCKFERRY), "app"],
-                 wait_ready=False, env={"FAKE_MODE": "inject", "FAKE_ROOT": d + "/root"})
-    wait_for(lambda: "far end: ready" in r.text(), 30, "the far end")
-    text = r.text()
-    assert "inject: copied" in text and "(x86_64)" in text, text
-    with open(d + "/root/calls") as f:
-        calls = f.read()
-    assert "exec app uname -m" in calls.splitlines(), calls
-    assert any(c.startswith("cp %s app:/tmp/sockferry-" % os.path.realpath(SOCKFERRY)) for c in calls.splitlines()), calls
+    args = ["attach", "-F", "x:unix:%s/c/x.sock=unix:%s/x.sock" % (d, d), "--engine-cmd", engine,
+            "--inject=" + os.path.realpath(SOCKFERRY)] + list(engine_kind) + list(extra) + ["app"]
+    r = sc.relay(args, wait_ready=False, env=engine_env(d, mode, box, user), expect=expect)
+    wait_for(lambda: "far end: ready" in r.text() or r.proc.poll() is not None, 60, "the far end")
+    if expect == 0:
+        assert "far end: ready" in r.text(), r.text()
+    return r
+
+
+def echo(d, data):
     s = connect(d + "/c/x.sock")
-    s.sendall(b"injected")
-    assert s.recv(64) == b"injected"
+    s.sendall(data)
+    got = s.recv(64)
     s.close()
-    r.stop()
+    assert got == data, got
+
+
+def far_end_of(r):
+    """The injected far end (./sockferry link --stdio) among attach's descendants."""
+    for pid in process_tree(r.pid):
+        try:
+            with open("/proc/%d/cmdline" % pid, "rb") as f:
+                if f.read().split(b"\0")[:3] == [b"./sockferry", b"link", b"--stdio"]:
+                    return pid
+        except OSError:
+            pass
+    raise AssertionError("no far end among attach's processes")
+
+
+def test_engine_inject_copies_a_checked_sockferry_in_and_removes_it(sc):
+    d = sc.tmpdir()
+    box = Box(sc, d)
+    sc.server("echo", d + "/x.sock")
+    r = inject_attach(sc, d, box)
+    text = r.text()
+    arch = os.uname().machine
+    assert "inject: copied %s (%s, sha256 " % (os.path.realpath(SOCKFERRY), arch) in text, text
+    made = box.injected()
+    assert len(made) == 1 and made[0] in text, (made, text)
+    rc, out = box.sh('ls -ldn "$1" "$1/sockferry"', made[0])
+    lines = out.splitlines()
+    assert rc == 0 and lines[0].split()[0] == "drwx------" and lines[0].split()[2] == "0", out
+    assert lines[1].split()[0] == "-rwx------" and lines[1].split()[2] == "0", out
+    c = calls(d)
+    assert "exec app uname -m" in c, c
+    # one exec as root makes and fills the directory, the binary on its stdin; each run checks first
+    inject = [x for x in c if x.startswith("exec -i -u 0 app /bin/sh -c ")]
+    assert len(inject) == 2 and inject[0].endswith(" %s %s %d" % (os.path.basename(made[0]), file_sha256(SOCKFERRY),
+                                                                    os.path.getsize(SOCKFERRY))), inject
+    assert inject[1].endswith(" sf-inject %s %s" % (made[0], file_sha256(SOCKFERRY))), inject
+    echo(d, b"injected")
+    text = r.stop()
+    assert box.injected() == [], "the injected directory outlived attach:\n" + text
+
+
+def file_sha256(path):
+    import hashlib
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
 
 
 def test_engine_inject_replaces_an_older_sockferry(sc):
     d = sc.tmpdir()
-    engine = fake_engine(d)
+    box = Box(sc, d)
     sc.server("echo", d + "/x.sock")
-    r = sc.relay(["attach", "-F", "x:unix:%s/c/x.sock=unix:%s/x.sock" % (d, d), "--engine-cmd", engine,
-                  "--inject=" + os.path.realpath(SOCKFERRY), "app"],
-                 wait_ready=False, env={"FAKE_MODE": "old-inject", "FAKE_ROOT": d + "/root"})
-    wait_for(lambda: "far end: ready" in r.text(), 30, "the far end")
+    r = inject_attach(sc, d, box, mode="old-inject")
     assert "older and has no `link`: --inject copied this one in" in r.text(), r.text()
+    echo(d, b"newer")
+
+
+RACER = r"""
+mkdir -p /tmp/evil && printf '%s' "$EVIL" > /tmp/evil/sockferry && chmod 755 /tmp/evil/sockferry || exit 1
+# the old fixed place, made first: a directory of this user's with the binary in it, and a
+# symbolic link to it next to it
+mkdir "/tmp/sockferry-$1" && cp /tmp/evil/sockferry "/tmp/sockferry-$1/" && ln -s /tmp/evil "/tmp/sockferry-$1.d" || exit 1
+touch /tmp/armed
+while [ ! -e /tmp/stop ]; do
+        for x in /tmp/sockferry.*; do
+                [ -d "$x" ] || continue
+                grep -qxF "$x" /tmp/seen 2>/dev/null || echo "$x" >> /tmp/seen
+                cp /tmp/evil/sockferry "$x/sockferry" 2>/dev/null && echo "replaced $x/sockferry" >> /tmp/won
+                ln -sf /tmp/evil/sockferry "$x/new" 2>/dev/null && echo "linked in $x" >> /tmp/won
+                mv "$x" "$x.away" 2>/dev/null && mkdir "$x" && cp /tmp/evil/sockferry "$x/" && echo "swapped $x" >> /tmp/won
+        done
+done
+"""
+
+
+def sf_version():
+    rc, out, err = run_sockferry(["version"])
+    return out.split()[1]
+
+
+def test_engine_inject_a_container_user_racing_it_gets_nothing_run_as_root(sc):
+    d = sc.tmpdir()
+    box = Box(sc, d)
+    sc.server("echo", d + "/x.sock")
+    version = sf_version()
+    racer = box.as_user(1000, "EVIL=$2\n" + RACER, version, EVIL)
+    sc.callback(lambda: box.sh("touch /tmp/stop"))
+    wait_for(lambda: box.exists("/tmp/armed") or racer.poll() is not None, 10, "the racer")
+    assert racer.poll() is None, "the racer could not start"
+    r = inject_attach(sc, d, box)
+    echo(d, b"checked copy")
+    made = box.injected()
+    wait_for(lambda: box.sh("cat /tmp/seen")[1].split() == made, 10, "the racer to see the directory")
+    box.sh("touch /tmp/stop")
+    racer.wait(timeout=10)
+    rc, won = box.sh("cat /tmp/won")
+    assert rc != 0, "the racer changed the injected directory:\n" + won
+    assert not box.exists("/tmp/pwned"), box.sh("cat /tmp/pwned")[1]
+    # the old fixed place is not used at all: the racer's things there are as it left them
+    rc, out = box.sh('ls -ldn "/tmp/sockferry-$1" && cat "/tmp/sockferry-$1/sockferry"', version)
+    assert rc == 0 and out.split()[2] == "1000" and EVIL in out, out
+    text = r.stop()
+    assert box.injected() == [] and not box.exists("/tmp/pwned"), text
+
+
+def test_engine_inject_never_runs_a_directory_made_again_under_its_name(sc):
+    # A container made anew loses the copy; a user of it who saw the name (ls /tmp) makes the
+    # directory again with a binary of its own. The next run refuses it and copies anew,
+    # elsewhere. A copy that is just gone is copied again too.
+    d = sc.tmpdir()
+    box = Box(sc, d)
+    sc.server("echo", d + "/x.sock")
+    r = inject_attach(sc, d, box)
+    first = box.injected()[0]
+    rc, out = box.sh('rm -rf "$1"', first)
+    assert rc == 0, out
+    rc, out = box.sh('mkdir "$1" && printf "%s" "$2" > "$1/sockferry" && chmod 700 "$1/sockferry" "$1"', first, EVIL,
+                     uid=1000)
+    assert rc == 0, out
+    os.kill(far_end_of(r), signal.SIGKILL)
+    wait_for(lambda: r.text().count("far end: ready") >= 2 or r.proc.poll() is not None, 60, "attached again")
+    text = r.text()
+    assert r.text().count("far end: ready") >= 2, text
+    assert "inject: not run: %s is not the directory attach made" % first in text, text
+    assert "%s is not as attach left it: --inject copied sockferry into" % first in text, text
+    assert not box.exists("/tmp/pwned"), box.sh("cat /tmp/pwned")[1]
+    second = [x for x in box.injected() if x != first]
+    assert len(second) == 1, box.injected()
+    echo(d, b"second copy")
+    rc, out = box.sh('rm -rf "$1"', second[0])
+    os.kill(far_end_of(r), signal.SIGKILL)
+    wait_for(lambda: r.text().count("far end: ready") >= 3 or r.proc.poll() is not None, 60, "attached a third time")
+    assert "%s is gone (the container was made anew): --inject copied sockferry into" % second[0] in r.text(), r.text()
+    echo(d, b"third copy")
     r.stop()
+    assert not box.exists("/tmp/pwned")
+
+
+def test_engine_inject_dir_on_a_read_only_root_filesystem(sc):
+    d = sc.tmpdir()
+    box = Box(sc, d, read_only=True)
+    sc.server("echo", d + "/x.sock")
+    r = inject_attach(sc, d, box, expect=1)
+    text = r.stop()
+    assert "cannot attach" in text and "--inject could not copy" in text and "Read-only file system" in text \
+        and "--inject-dir DIR" in text, text
+    r = inject_attach(sc, d, box, extra=["--inject-dir", d + "/vol"])
+    made = box.injected(d + "/vol")
+    assert len(made) == 1, made
+    echo(d, b"from the volume")
+    r.stop()
+    assert box.injected(d + "/vol") == []
+
+
+def test_engine_inject_dir_that_others_could_change_is_refused(sc):
+    d = sc.tmpdir()
+    box = Box(sc, d)
+    rc, out = box.sh("mkdir -p /tmp/users/own /tmp/open && chown 1000 /tmp/users/own && chmod 0777 /tmp/open && "
+                     "mkdir /tmp/users/own/sub")
+    assert rc == 0, out
+    for where, words in [("/tmp/users/own/sub", "/tmp/users/own belongs to uid 1000, who could rename what is in it"),
+                         ("/tmp/open", "/tmp/open is writable by others than its owner (mode drwxrwxrwx)"),
+                         ("/tmp/none", "/tmp/none: no such directory")]:
+        r = inject_attach(sc, d, box, extra=["--inject-dir", where], expect=1)
+        text = r.stop()
+        assert "cannot attach" in text and words in text, (where, text)
+    assert box.injected("/tmp/users/own/sub") == [] and box.injected("/tmp/open") == []
+
+
+def test_engine_inject_kubectl_as_the_pods_user(sc):
+    # kubectl exec has no -u: the exec runs as the pod's user (1000 here). The copy is that
+    # user's, in a directory only it can change: it runs as nobody else.
+    d = sc.tmpdir(mode=0o711)
+    os.mkdir(d + "/c", 0o700)
+    os.chown(d + "/c", 1000, 1000)
+    box = Box(sc, d)
+    sc.server("echo", d + "/x.sock")
+    r = inject_attach(sc, d, box, user=1000, engine_kind=["--engine", "kubectl"])
+    text = r.text()
+    assert "runs as uid 1000 in app, not root" in text, text
+    made = box.injected()
+    rc, out = box.sh('ls -ldn "$1"', made[0])
+    assert out.split()[:3] == ["drwx------", "2", "1000"], out
+    assert any(x.startswith("exec -i app -- /bin/sh -c ") for x in calls(d)), calls(d)
+    echo(d, b"as the pod's user")
+    r.stop()
+    assert box.injected() == []
+
+
+def test_engine_inject_without_a_static_binary_says_how_to_get_one(sc):
+    d = sc.tmpdir()
+    box = Box(sc, d)
+    engine = fake_engine(d)
+    p = subprocess.run([SOCKFERRY, "attach", "-F", "x:unix:%s/c/x.sock=unix:%s/x.sock" % (d, d), "--engine-cmd", engine,
+                        "--inject", "app"], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, SOCKFERRY_STATIC=d + "/nothing-here", **engine_env(d, "missing", box)))
+    arch = os.uname().machine
+    if p.returncode == 0 or "copied" in p.stderr:
+        raise Skip("this build finds a static binary (installed, or a static build)")
+    assert p.returncode == 1 and "--inject has no static Linux sockferry for %s" % arch in p.stderr, p.stderr
+    assert "packaging/linux/build-static.sh" in p.stderr and "sockferry-%s-linux-%s" % (sf_version(), arch) in p.stderr, \
+        p.stderr
+    # SOCKFERRY_STATIC: a directory of linux-ARCH/sockferry, as build-static.sh makes
+    os.makedirs(d + "/static/linux-" + arch)
+    shutil.copy(SOCKFERRY, d + "/static/linux-%s/sockferry" % arch)
+    sc.server("echo", d + "/x.sock")
+    r = sc.relay(["attach", "-F", "x:unix:%s/c/x.sock=unix:%s/x.sock" % (d, d), "--engine-cmd", engine, "--inject",
+                  "app"], wait_ready=False, env=dict(engine_env(d, "missing", box), SOCKFERRY_STATIC=d + "/static"))
+    wait_for(lambda: "far end: ready" in r.text(), 60, "the far end")
+    assert "inject: copied %s/static/linux-%s/sockferry" % (d, arch) in r.text(), r.text()
+    echo(d, b"from SOCKFERRY_STATIC")
+
+
+# ---- the far end's stderr ------------------------------------------------------------------------
+
+
+def test_the_far_ends_stderr_is_escaped(sc):
+    d = sc.tmpdir()
+    sc.server("echo", d + "/x.sock")
+    hostile = r'printf "\033]0;owned\007 \033[2J\rsockferry error: forged\000x\n" >&2; exec "$0" link --stdio'
+    r = sc.relay(["attach", "-F", "x:unix:%s/c/x.sock=unix:%s/x.sock" % (d, d), "--", "sh", "-c", hostile, SOCKFERRY],
+                 wait_ready=False)
+    wait_for(lambda: "far end: ready" in r.text(), 30, "the far end")
+    with open(r.log_path, "rb") as f:
+        raw = f.read()
+    assert b"\\x1b]0;owned\\x07 \\x1b[2J\\x0dsockferry error: forged\\x00x" in raw, raw
+    assert not any(c in raw for c in (b"\x1b", b"\x07", b"\r", b"\x00")), raw
+
+
+def test_a_flood_of_far_end_stderr_is_cut_to_the_rate_with_a_count(sc):
+    import re
+    d = sc.tmpdir()
+    sc.server("echo", d + "/x.sock")
+    n = 200000
+    flood = 'yes "flood line" | head -n %d >&2; sleep 1.2; exec "$0" link --stdio' % n
+    r = sc.relay(["attach", "-F", "x:unix:%s/c/x.sock=unix:%s/x.sock" % (d, d), "--", "sh", "-c", flood, SOCKFERRY],
+                 wait_ready=False)
+    wait_for(lambda: "far end: ready" in r.text(), 60, "the far end")
+    echo(d, b"after the flood")
+    text = r.stop()
+    shown = text.count(": flood line\n")
+    dropped = sum(int(x) for x in re.findall(r"(\d+) lines? of the far end's stderr dropped \(more than 20 a second\)", text))
+    assert 0 < shown <= 60 and shown + dropped == n, (shown, dropped, text[-3000:])
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ build=${2:-$root/build-fuzz}
 if [ ! -f "$build/build.ninja" ]; then
         CC=clang meson setup "$build" "$root" -Dfuzz=true >/dev/null
 fi
-targets="fuzz_handshake fuzz_endpoint fuzz_conf fuzz_spec fuzz_control fuzz_preload_map fuzz_mux"
+targets="fuzz_handshake fuzz_endpoint fuzz_conf fuzz_spec fuzz_control fuzz_preload_map fuzz_mux fuzz_log_escape"
 # Only the fuzz targets: the rest of the tree is not what this script is about.
 ninja -C "$build" $(for t in $targets; do printf 'tests/fuzz/%s ' "$t"; done) >/dev/null
 
@@ -47,6 +47,8 @@ for target in $targets; do
         fuzz_preload_map) flags="$flags -max_len=2048 -close_fd_mask=2" ;;
         # A few dozen frames: enough for a stream's life and the windows' edges.
         fuzz_mux) flags="$flags -max_len=8192 -dict=$here/mux.dict" ;;
+        # A line of the far end's stderr and more (attach cuts at 1 KiB).
+        fuzz_log_escape) flags="$flags -max_len=2048" ;;
         esac
         mkdir -p "$work/$target"
         log=$work/$target.log
