@@ -4,9 +4,11 @@
 #include <sodium.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "conf/log.h"
+#include "relay/link/server.h"
 #include "relay/link/token.h"
 
 /* A forward's run-time object: set up with its token, freed in one place, and the state its
@@ -61,6 +63,26 @@ struct sf_fwd *sf_fwd_service(struct sf_fwd *owner, const char *name, bool by_de
         for (struct sf_fwd *f = owner; f && o < cap; f = f->next_service)
                 o += (size_t)snprintf(why + o, cap - o, "%s%s", f == owner ? "" : ", ", f->conf->service);
         return NULL;
+}
+
+void sf_fwd_offers(const struct sf_fwd *owner, char *out, size_t cap, struct sf_link_server_limits *lim) {
+        size_t o = (size_t)snprintf(out, cap, "offers ");
+        uint64_t streams = 0;
+        for (const struct sf_fwd *f = owner; f; f = f->next_service) {
+                if (o < cap)
+                        o += (size_t)snprintf(out + o, cap - o, "%s%s", f == owner ? "" : ", ", f->conf->service);
+                streams += f->conf->max_conns;
+        }
+        uint64_t links = owner->conf->max_links;
+        /* A link holds a descriptor; its streams hold their upstreams', which max-conns counts. */
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && links > rl.rlim_cur / 8)
+                links = rl.rlim_cur / 8 < 1 ? 1 : rl.rlim_cur / 8;
+        *lim = (struct sf_link_server_limits){
+                .max_streams = streams,
+                .max_links = (uint32_t)links,
+                .keepalive_ms = owner->conf->keepalive_ms,
+        };
 }
 
 void sf_fwd_note_error(struct sf_fwd *fwd, uint64_t *counter, const char *msg) {

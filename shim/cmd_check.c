@@ -217,8 +217,8 @@ static int mux_flush(int fd, struct sf_mux *m, int64_t deadline, char *why, size
  * answers, then ends the stream). The words are those a relay logs for a stream that fails. */
 static enum sf_link_err probe_stream(int fd, struct probe *p) {
         const char *ep = p->ep->text;
-        /* One stream, nothing much to read: HTTP/2's initial windows will do. */
-        const struct sf_mux_config cfg = { .max_streams = 1, .stream_window = 65535, .link_window = 65535 };
+        struct sf_mux_config cfg;
+        sf_mux_config_init(&cfg, SF_MUX_CLIENT_END_STREAMS);
         struct link_probe lp = { 0 };
         struct sf_bufpool *pool = sf_bufpool_new(1);
         struct sf_mux *m = NULL;

@@ -10,6 +10,7 @@
 #include "conf/log.h"
 #include "relay/engine/bufpool.h"
 #include "relay/link/messages.h"
+#include "relay/link/server.h"
 
 /* The sockferry link handshake inside a connection (relay/link/frames.h has the frames): the
  * listening side greets, checks the client frame and answers with a status frame once its
@@ -137,13 +138,62 @@ void sf_conn_peer_name(struct sf_conn *c, char *out, size_t cap) {
         }
 }
 
+/* The verified client asked for a shared link: the status goes first (its reason lists the
+ * services, under the MAC: the client speaks HTTP/2 only once it verified it), then the socket
+ * belongs to the listener's link set (relay/link/server.h), which serves it from here on; the
+ * connection's part is over. Beyond max-links the client is refused in words. */
+static void link_hand_over(struct sf_conn *c) {
+        struct sf_fwd *fwd = c->fwd;
+        char services[SF_HS_REASON_MAX + 1], peer[96], name[160];
+        struct sf_link_server_limits lim;
+        sf_fwd_offers(fwd, services, sizeof services, &lim);
+        sf_conn_peer_name(c, peer, sizeof peer);
+        if (!fwd->links_in || sf_link_server_full(fwd->links_in)) {
+                char why[SF_HS_REASON_MAX + 1];
+                if (!fwd->links_in || !fwd->listen_started)
+                        snprintf(why, sizeof why, "the host relay is stopping");
+                else
+                        snprintf(why, sizeof why, "the host relay serves max-links = %u shared links on %s already",
+                                 lim.max_links, fwd->conf->listen.text);
+                char msg[400];
+                snprintf(msg, sizeof msg, "a shared link from %s refused: %s", peer, why);
+                client_refused(c, &fwd->stats.err_other, msg);
+                sf_conn_refuse(c, SF_HS_UPSTREAM_UNAVAILABLE, why);
+                return;
+        }
+        size_t n = sf_hs_status_build(c->hs, &fwd->key, c->snonce, c->cnonce, SF_HS_OK, services);
+        if (sf_side_send(c, CLIENT, c->hs, n) != (ssize_t)n) {
+                sf_conn_close(c, "status frame not sent");
+                return;
+        }
+        sf_conn_preauth_leave(c);
+        uv_stream_t *stream;
+        uv_close_cb close_cb;
+        int r = sf_sock_release(fwd->eng, &c->sock[CLIENT], fwd->loop, &stream, &close_cb);
+        if (r < 0) {
+                sf_log(SF_LOG_WARN, fname(c), c->id, "a shared link from %s: %s", peer,
+                       r == -EBUSY ? "it spoke before the status (not a sockferry relay's link)" : strerror(-r));
+                sf_conn_close(c, "the link could not be taken over");
+                return;
+        }
+        bool quiet = (c->hs_flags & SF_HS_FLAG_PROBE) != 0;
+        snprintf(name, sizeof name, "%s (%s)", peer, fwd->conf->listen.text);
+        if (sf_link_server_adopt(fwd->links_in, name, quiet, stream, stream, close_cb, NULL) < 0) {
+                sf_conn_close(c, "out of memory for a shared link");
+                return;
+        }
+        sf_log(quiet ? SF_LOG_DEBUG : SF_LOG_INFO, fname(c), c->id, "shared link from %s up (%s)%s", peer, services,
+               quiet ? " for sockferry check" : "");
+        sf_conn_close(c, "handed over to a shared link");
+}
+
 /* The verified client frame names a service (or none): the forward of the listener's group
  * that serves it, or a refusal that lists what the listener offers. */
 static void client_service(struct sf_conn *c, const char *name) {
         struct sf_fwd *fwd = c->fwd, *to;
         char why[SF_HS_REASON_MAX + 1];
         if (c->hs_flags & SF_HS_FLAG_LINK) {
-                sf_conn_link_accept(c);
+                link_hand_over(c);
                 return;
         }
         to = sf_fwd_service(fwd, name, (c->hs_flags & SF_HS_FLAG_DEFAULT) != 0, why, sizeof why);

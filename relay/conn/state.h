@@ -311,9 +311,6 @@ bool sf_conn_status_send(struct sf_conn *c, enum sf_hs_status st, const char *re
  * false when the connection is gone. */
 bool sf_conn_server_confirm(struct sf_conn *c);
 
-/* serve.c: a host relay's shared links. The verified client asked for one: its connection
- * becomes a link whose streams are connections of the listener's services. */
-void sf_conn_link_accept(struct sf_conn *c);
 /* Who the client is, for messages: "ADDRESS:PORT", "vsock CID N port P" or "a local peer". */
 void sf_conn_peer_name(struct sf_conn *c, char *out, size_t cap);
 

@@ -11,6 +11,7 @@
 #include "conf/log.h"
 #include "relay/engine/bufpool.h"
 #include "relay/engine/engine.h"
+#include "relay/link/backoff.h"
 #include "relay/link/messages.h"
 #include "relay/sys/platform.h"
 
@@ -23,8 +24,6 @@
 /* A frame of at least this much is written from where the mux holds it; smaller ones are
  * copied together into one write. */
 #define DIRECT_MIN (16 * 1024)
-#define BACKOFF_MIN_MS 100
-#define BACKOFF_MAX_MS 5000
 /* A ping unanswered for this many keepalive periods ends the link. */
 #define PINGS_MISSED_MAX 2
 /* How much of a wrong peer's first bytes its message quotes. */
@@ -62,7 +61,7 @@ struct sf_link {
         bool closing;
         unsigned handles; /* libuv handles not closed yet: the memory waits for them */
         uv_timer_t timer; /* the dial and handshake deadline, the backoff, the keepalive */
-        uint64_t backoff_ms;
+        struct sf_backoff backoff;
 
         struct transport *t;
         enum phase phase;
@@ -101,6 +100,8 @@ struct sf_link {
         bool down_logged;
         uint64_t bytes_in, bytes_out;
         uint64_t streams_total_before; /* of the links before this one */
+        bool retired; /* replaced by a new link: ends once its streams are over */
+        bool draining_told; /* ops->draining was called */
         bool refused; /* the last attempt was refused by the peer (see link_refused) */
         enum sf_link_err refused_kind; /* which failure that was, for the clients' counters */
 };
@@ -260,6 +261,8 @@ static struct sf_link *link_alloc(uv_loop_t *loop, struct sf_bufpool *pool, cons
 
 /* ---- the mux over the transport ------------------------------------------------------------ */
 
+static void retired_check(struct sf_link *l);
+
 static void on_flush_idle(uv_idle_t *h) {
         struct sf_link *l = h->data;
         uv_idle_stop(&l->flush);
@@ -267,6 +270,7 @@ static void on_flush_idle(uv_idle_t *h) {
                 sf_engine_cancel(l->p->eng, &l->flush_ev);
         l->flush_due = false;
         flush(l);
+        retired_check(l);
 }
 
 static void on_flush_deferred(struct sf_ev *ev, uint32_t events) {
@@ -274,6 +278,7 @@ static void on_flush_deferred(struct sf_ev *ev, uint32_t events) {
         struct sf_link *l = (struct sf_link *)((char *)ev - offsetof(struct sf_link, flush_ev));
         l->flush_due = false;
         flush(l);
+        retired_check(l);
 }
 
 /* The mux has bytes: written at the end of this turn, so that one write carries every stream's. */
@@ -397,15 +402,40 @@ static void mux_pong(void *owner, uint64_t sent) {
         l->pings_missed = 0;
 }
 
+/* A client link that takes no new streams any more: its owner hears of it once. */
+static void draining(struct sf_link *l) {
+        if (!l->dialer || l->retired || l->draining_told)
+                return;
+        l->draining_told = true;
+        if (l->ops->draining)
+                l->ops->draining(l->owner, l);
+}
+
+static void mux_goaway(void *owner) {
+        draining(owner);
+}
+
 static const struct sf_mux_ops mux_ops = {
         .stream_new = mux_stream_new,
         .want_output = mux_want_output,
         .pong = mux_pong,
+        .goaway = mux_goaway,
 };
+
+/* A retired link whose last stream is over ends now. */
+static void retired_check(struct sf_link *l) {
+        if (l->retired && !l->closing && l->mux && sf_mux_streams_open(l->mux) == 0)
+                link_down(l, "its streams are over (a new link took its place)");
+}
 
 static void on_keepalive(uv_timer_t *t) {
         struct sf_link *l = t->data;
         if (!l->mux)
+                return;
+        /* A stream its user closed after the session was done with it goes without a frame:
+         * a retired link looks again here at the latest. */
+        retired_check(l);
+        if (l->closing || !l->mux)
                 return;
         if (l->ping_sent_ms && ++l->pings_missed >= PINGS_MISSED_MAX) {
                 char why[160];
@@ -428,7 +458,12 @@ static void keepalive_arm(struct sf_link *l) {
 
 static void mux_input(struct sf_link *l, const uint8_t *data, size_t n) {
         char why[200];
-        if (sf_mux_input(l->mux, data, n, why, sizeof why) < 0) {
+        int r = sf_mux_input(l->mux, data, n, why, sizeof why);
+        if (r == 0 && l->retired) {
+                retired_check(l);
+                return;
+        }
+        if (r < 0) {
                 char msg[300];
                 if (!l->p->key && !l->dialer && l->state == SF_LINK_CONNECTING)
                         sf_link_exec_noise(data, n, msg, sizeof msg);
@@ -438,7 +473,7 @@ static void mux_input(struct sf_link *l, const uint8_t *data, size_t n) {
                 return;
         }
         if (l->state == SF_LINK_CONNECTING && sf_mux_ready(l->mux)) {
-                l->backoff_ms = 0;
+                sf_backoff_reset(&l->backoff);
                 if (l->was_up)
                         l->reconnects++;
                 double down_s = (double)(uv_now(l->loop) - l->down_since_ms) / 1000.0;
@@ -458,10 +493,23 @@ static void mux_input(struct sf_link *l, const uint8_t *data, size_t n) {
         }
 }
 
+/* Test builds (-Dtest_hooks=true) only: SF_TEST_STREAM_ID_START starts a client link's stream
+ * ids there, so that a test sees them run out without opening 2^30 streams. */
+static void test_hooks_apply(struct sf_link *l) {
+#ifdef SF_TEST_HOOKS
+        const char *start = getenv("SF_TEST_STREAM_ID_START");
+        if (l->dialer && start && *start)
+                sf_mux_set_next_stream_id(l->mux, (uint32_t)strtoul(start, NULL, 10));
+#else
+        (void)l;
+#endif
+}
+
 static int mux_start(struct sf_link *l) {
         int r = sf_mux_new(l->role, &l->p->mux, &mux_ops, l, l->pool, &l->mux);
         if (r < 0)
                 return r;
+        test_hooks_apply(l);
         l->phase = PH_MUX;
         l->pings_missed = 0;
         l->ping_sent_ms = 0;
@@ -930,8 +978,10 @@ static void link_down(struct sf_link *l, const char *cause) {
         if (l->p->eng)
                 sf_engine_cancel(l->p->eng, &l->flush_ev);
         l->flush_due = false;
-        if (!l->dialer) {
-                if (was_up)
+        if (!l->dialer || l->retired) {
+                if (l->retired)
+                        sf_log(SF_LOG_DEBUG, NULL, 0, "the previous link to %s is closed: %s", l->p->name, cause);
+                else if (was_up)
                         sf_log(l->p->quiet ? SF_LOG_DEBUG : SF_LOG_INFO, NULL, 0, "link from %s ended: %s",
                                l->p->name, cause);
                 set_state(l, SF_LINK_DOWN, cause);
@@ -954,12 +1004,7 @@ static void link_down(struct sf_link *l, const char *cause) {
                 l->down_since_ms = uv_now(l->loop);
                 l->attempts = 0;
         }
-        l->backoff_ms = l->backoff_ms ? l->backoff_ms * 2 : BACKOFF_MIN_MS;
-        if (l->backoff_ms > BACKOFF_MAX_MS)
-                l->backoff_ms = BACKOFF_MAX_MS;
-        /* Jitter: a host relay that comes back does not get every container at the same
-         * instant. */
-        uint64_t wait = l->backoff_ms / 2 + randombytes_uniform((uint32_t)(l->backoff_ms / 2 + 1));
+        uint64_t wait = sf_backoff_next(&l->backoff);
         set_state(l, SF_LINK_DOWN, cause);
         if (!l->closing)
                 uv_timer_start(&l->timer, on_backoff, wait, 0);
@@ -968,10 +1013,12 @@ static void link_down(struct sf_link *l, const char *cause) {
 /* ---- the API ------------------------------------------------------------------------------ */
 
 void sf_link_hurry(struct sf_link *l) {
-        if (!l->dialer || l->closing || l->state != SF_LINK_DOWN || !uv_is_active((uv_handle_t *)&l->timer))
+        if (!l->dialer || l->closing || l->retired || l->state != SF_LINK_DOWN)
                 return;
-        if (uv_timer_get_due_in(&l->timer) > BACKOFF_MIN_MS)
-                uv_timer_start(&l->timer, on_backoff, BACKOFF_MIN_MS, 0);
+        /* A client waits: the next attempt is now, not at the end of a backoff that may outlast
+         * its connect-timeout. Its outcome, whatever it is, reaches the waiters. */
+        uv_timer_stop(&l->timer);
+        dial(l);
 }
 
 int sf_link_client_new(uv_loop_t *loop, struct sf_bufpool *pool, const struct sf_link_params *p,
@@ -1014,11 +1061,16 @@ int sf_link_adopt(uv_loop_t *loop, struct sf_bufpool *pool, const struct sf_link
 
 struct sf_mux_stream *sf_link_stream_open(struct sf_link *l, const char *service, bool by_default, bool probe,
                                           int *err) {
-        if (l->state != SF_LINK_UP || !l->mux) {
+        if (l->state != SF_LINK_UP || !l->mux || l->retired) {
                 *err = -EAGAIN;
                 return NULL;
         }
-        return sf_mux_stream_open(l->mux, service, by_default, probe, err);
+        struct sf_mux_stream *s = sf_mux_stream_open(l->mux, service, by_default, probe, err);
+        /* That was the last stream id, or the peer is draining: the next stream goes on a new
+         * link, this one ends with its streams. */
+        if (sf_mux_exhausted(l->mux) || sf_mux_draining(l->mux))
+                draining(l);
+        return s;
 }
 
 enum sf_link_state sf_link_state(const struct sf_link *l) {
@@ -1027,10 +1079,6 @@ enum sf_link_state sf_link_state(const struct sf_link *l) {
 
 const char *sf_link_cause(const struct sf_link *l) {
         return l->cause;
-}
-
-const char *sf_link_name(const struct sf_link *l) {
-        return l->p->name;
 }
 
 const char *sf_link_state_name(enum sf_link_state st) {
@@ -1065,4 +1113,20 @@ void sf_link_stats_get(const struct sf_link *l, struct sf_link_stats *st) {
 void sf_link_drain(struct sf_link *l) {
         if (l->mux)
                 sf_mux_drain(l->mux);
+}
+
+void sf_link_retire(struct sf_link *l) {
+        if (l->retired || l->closing)
+                return;
+        l->retired = true;
+        if (!l->mux) {
+                /* Not up: nothing of it is worth keeping. */
+                link_down(l, "a new link took its place");
+                return;
+        }
+        retired_check(l);
+}
+
+int sf_link_set_max_streams(struct sf_link *l, uint32_t max_streams) {
+        return l->mux ? sf_mux_set_max_streams(l->mux, max_streams) : 0;
 }
