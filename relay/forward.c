@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <sodium.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -17,6 +18,26 @@
 
 #define RATELIMIT_PER_SEC 5
 
+/* Counters, and how many forward objects count in them. */
+struct stats_ref {
+        struct sf_relay_stats s; /* first: fwd->stats points at it */
+        unsigned refs;
+};
+
+static void stats_put(struct sf_relay_stats *s) {
+        struct stats_ref *r = (struct stats_ref *)s;
+        if (r && --r->refs == 0)
+                free(r);
+}
+
+void sf_fwd_stats_share(struct sf_fwd *fwd, struct sf_fwd *from) {
+        if (fwd->stats == from->stats)
+                return;
+        stats_put(fwd->stats);
+        fwd->stats = from->stats;
+        ((struct stats_ref *)fwd->stats)->refs++;
+}
+
 int sf_fwd_init(struct sf_fwd *fwd, const struct sf_conf *conf, const struct sf_forward *fc, uv_loop_t *loop,
                 struct sf_bufpool *pool, struct sf_engine *eng) {
         fwd->loop = loop;
@@ -25,7 +46,14 @@ int sf_fwd_init(struct sf_fwd *fwd, const struct sf_conf *conf, const struct sf_
         fwd->eng = eng;
         fwd->listener.fd = -1;
         fwd->last_good = -1;
-        fwd->stats.candidate = -1;
+        struct stats_ref *r = calloc(1, sizeof *r);
+        if (!r) {
+                sf_log(SF_LOG_ERROR, fc->name, 0, "out of memory");
+                return -ENOMEM;
+        }
+        r->refs = 1;
+        fwd->stats = &r->s;
+        fwd->stats->candidate = -1;
         if (fc->auth != SF_AUTH_TOKEN)
                 return 0;
         fwd->token_file = sf_conf_token_file(conf, fc);
@@ -43,6 +71,8 @@ int sf_fwd_init(struct sf_fwd *fwd, const struct sf_conf *conf, const struct sf_
 }
 
 void sf_fwd_free(struct sf_fwd *fwd) {
+        stats_put(fwd->stats);
+        fwd->stats = NULL;
         sf_listener_close(&fwd->listener);
         sodium_memzero(&fwd->key, sizeof fwd->key);
         fwd->has_key = false;
@@ -87,8 +117,8 @@ void sf_fwd_offers(const struct sf_fwd *owner, char *out, size_t cap, struct sf_
 
 void sf_fwd_note_error(struct sf_fwd *fwd, uint64_t *counter, const char *msg) {
         (*counter)++;
-        snprintf(fwd->stats.last_error, sizeof fwd->stats.last_error, "%s", msg);
-        fwd->stats.last_error_time = time(NULL);
+        snprintf(fwd->stats->last_error, sizeof fwd->stats->last_error, "%s", msg);
+        fwd->stats->last_error_time = time(NULL);
 }
 
 bool sf_fwd_ratelimit(struct sf_fwd *fwd) {

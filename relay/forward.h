@@ -70,7 +70,9 @@ struct sf_fwd {
         uint64_t next_conn_id;
         struct sf_list conns; /* the open connections (struct sf_conn) */
         size_t n_conns_allocated; /* open or closing, memory not yet freed */
-        struct sf_relay_stats stats;
+        /* Its counters: shared with the object it replaced in a reload that changed it, whose
+         * connections go on counting in them (total = closed + active at every moment). */
+        struct sf_relay_stats *stats;
         /* Greeted, not yet authenticated: not counted against max-conns
          * (relay/conn/preauth_budget.h). */
         struct sf_preauth preauth;
@@ -86,8 +88,11 @@ struct sf_fwd {
  * readable by root only). The owner sets the callbacks. 0 or -errno, logged. */
 int sf_fwd_init(struct sf_fwd *fwd, const struct sf_conf *conf, const struct sf_forward *fc, uv_loop_t *loop,
                 struct sf_bufpool *pool, struct sf_engine *eng);
-/* Closes the listener, wipes the key, frees the pre-auth budget. Safe to call twice. */
+/* Closes the listener, wipes the key, frees the pre-auth budget and its share of the counters.
+ * Safe to call twice. */
 void sf_fwd_free(struct sf_fwd *fwd);
+/* fwd replaces from (a reload changed the forward): one set of counters for both from now on. */
+void sf_fwd_stats_share(struct sf_fwd *fwd, struct sf_fwd *from);
 
 /* The service of owner's listener that answers a client asking for name ("" for none;
  * by_default: the client's own forward name, any single service answers it). NULL with why

@@ -82,7 +82,7 @@ const struct sf_listener *sf_relay_listener(const struct sf_relay *relay, size_t
 }
 
 const struct sf_relay_stats *sf_relay_stats_get(const struct sf_relay *relay, size_t forward) {
-        return forward < relay->n_fwds ? &relay->fwds[forward]->f.stats : NULL;
+        return forward < relay->n_fwds ? relay->fwds[forward]->f.stats : NULL;
 }
 
 const struct sf_conf *sf_relay_conf(const struct sf_relay *relay) {
@@ -119,7 +119,7 @@ static void fwd_destroy(struct sf_relay *relay, struct rfwd *w) {
 static void stream_refuse(struct sf_fwd *f, struct sf_mux_stream *s, enum sf_mux_status st, const char *why,
                           const char *peer, const char *service) {
         if (f) {
-                sf_fwd_note_error(f, &f->stats.err_other, why);
+                sf_fwd_note_error(f, &f->stats->err_other, why);
                 if (sf_fwd_ratelimit(f))
                         sf_log(SF_LOG_WARN, f->conf->name, 0, "unknown service: %s asked for %s: %s", peer,
                                service[0] ? service : "none", why);
@@ -419,7 +419,7 @@ void sf_relay_use_link(struct sf_relay *relay, struct sf_link_entry *e) {
 
 static size_t active_total(const struct sf_relay *relay) {
         size_t n = 0;
-        EACH_FWD(relay, f, n += f->stats.active);
+        EACH_FWD(relay, f, n += f->stats->active);
         return n;
 }
 
@@ -595,10 +595,10 @@ static void on_sweep(uv_timer_t *t) {
                 struct rfwd *w = sf_list_entry(n, struct rfwd, retired_node);
                 if (w->drain_until && now >= w->drain_until) {
                         w->drain_until = 0;
-                        if (w->f.stats.active)
+                        if (w->f.stats->active)
                                 sf_log(SF_LOG_WARN, w->conf.name, 0,
                                        "drain timeout: closing %llu connection%s of this removed forward",
-                                       (unsigned long long)w->f.stats.active, w->f.stats.active == 1 ? "" : "s");
+                                       (unsigned long long)w->f.stats->active, w->f.stats->active == 1 ? "" : "s");
                         sf_conn_close_all(&w->f, "drain timeout");
                         links_in_close(&w->f);
                 }
@@ -673,7 +673,7 @@ static void listener_handover(struct sf_fwd *from, struct sf_fwd *to) {
  * get conf's drain-timeout. */
 static void fwd_retire(struct sf_relay *relay, const struct sf_conf *conf, struct rfwd *w, bool removed) {
         struct sf_fwd *f = &w->f;
-        size_t n = f->stats.active;
+        size_t n = f->stats->active;
         fwd_unlisten(f);
         if (f->links_in)
                 sf_link_server_drain(f->links_in);
@@ -695,6 +695,7 @@ static void fwd_retire(struct sf_relay *relay, const struct sf_conf *conf, struc
 /* What a reload does with one forward of the new configuration. */
 struct plan {
         enum { KEPT, ADDED, CHANGED } kind;
+        struct rfwd *old;  /* CHANGED: the running forward of that name */
         struct rfwd *from; /* the running forward whose listening socket it takes, if any */
         bool bound;        /* its socket was bound by the reload */
 };
@@ -729,6 +730,7 @@ int sf_relay_reload(struct sf_relay *relay, const struct sf_conf *conf, struct s
                 } else {
                         next[i] = cand;
                         plan[i].kind = old ? CHANGED : ADDED;
+                        plan[i].old = old;
                 }
         }
         for (size_t i = 0; i < n; i++) {
@@ -748,9 +750,14 @@ int sf_relay_reload(struct sf_relay *relay, const struct sf_conf *conf, struct s
         }
 
         /* Step 2: cannot fail. */
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; i < n; i++) {
+                /* A changed forward goes on counting where it was: its open connections (the
+                 * old object's) and its new ones in one set of counters. */
+                if (plan[i].kind == CHANGED)
+                        sf_fwd_stats_share(&next[i]->f, &plan[i].old->f);
                 if (plan[i].from && plan[i].from != next[i])
                         listener_handover(&plan[i].from->f, &next[i]->f);
+        }
         for (size_t j = 0; j < relay->n_fwds; j++) {
                 struct rfwd *w = relay->fwds[j];
                 bool kept = false, named = false;

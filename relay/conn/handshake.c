@@ -20,7 +20,7 @@
  * a failure toward a candidate moves on to the next one. */
 
 uint64_t *sf_conn_link_counter(struct sf_conn *c, enum sf_link_err kind) {
-        struct sf_relay_stats *st = &c->fwd->stats;
+        struct sf_relay_stats *st = c->fwd->stats;
         switch (kind) {
         case SF_LINK_WRONG_PEER: return &st->err_wrong_peer;
         case SF_LINK_AUTH: return &st->err_auth;
@@ -157,7 +157,7 @@ static void link_hand_over(struct sf_conn *c) {
                                  lim.max_links, fwd->conf->listen.text);
                 char msg[400];
                 snprintf(msg, sizeof msg, "a shared link from %s refused: %s", peer, why);
-                client_refused(c, &fwd->stats.err_other, msg);
+                client_refused(c, &fwd->stats->err_other, msg);
                 sf_conn_refuse(c, SF_HS_UPSTREAM_UNAVAILABLE, why);
                 return;
         }
@@ -201,14 +201,14 @@ static void client_service(struct sf_conn *c, const char *name) {
                 char msg[400];
                 snprintf(msg, sizeof msg, "unknown service: a client asked for %s%s%s: %s", name[0] ? "\"" : "",
                          name[0] ? name : "none", name[0] ? "\"" : "", why);
-                client_refused(c, &fwd->stats.err_other, msg);
+                client_refused(c, &fwd->stats->err_other, msg);
                 sf_conn_refuse(c, SF_HS_UNKNOWN_SERVICE, why);
                 return;
         }
-        if (to != fwd && to->stats.active - to->preauth.all.n >= to->conf->max_conns) {
+        if (to != fwd && to->stats->active - to->preauth.all.n >= to->conf->max_conns) {
                 snprintf(why, sizeof why, "service %s serves max-conns = %u connections already", to->conf->service,
                          to->conf->max_conns);
-                client_refused(c, &to->stats.err_other, why);
+                client_refused(c, &to->stats->err_other, why);
                 sf_conn_refuse(c, SF_HS_UPSTREAM_UNAVAILABLE, why);
                 return;
         }
@@ -257,27 +257,27 @@ void sf_conn_on_client_frame(struct sf_conn *c) {
         if (r == -EPROTO) {
                 snprintf(msg, sizeof msg, "wrong peer: %s is not a sockferry relay (it did not answer our greeting)",
                          peer);
-                client_refused(c, &fwd->stats.err_wrong_peer, msg);
+                client_refused(c, &fwd->stats->err_wrong_peer, msg);
                 sf_conn_close(c, msg);
                 return;
         }
         if (r == -EPROTONOSUPPORT) {
                 snprintf(msg, sizeof msg, "version mismatch: %s speaks sockferry/%u, we speak sockferry/%u", peer,
                          version, SF_HS_VERSION);
-                client_refused(c, &fwd->stats.err_other, msg);
+                client_refused(c, &fwd->stats->err_other, msg);
                 sf_conn_refuse(c, SF_HS_VERSION_MISMATCH, "");
                 return;
         }
         if (r == -EACCES) {
                 snprintf(msg, sizeof msg, "auth rejected: %s does not hold our token (%s)", peer,
                          fwd->token_file ? fwd->token_file : "token-file");
-                client_refused(c, &fwd->stats.err_auth, msg);
+                client_refused(c, &fwd->stats->err_auth, msg);
                 sf_conn_refuse(c, SF_HS_AUTH_REJECTED, "");
                 return;
         }
         /* -EBADMSG: the MAC holds, the flags are not ours. */
         snprintf(msg, sizeof msg, "bad frame: %s set flags this relay does not know (0x%02x)", peer, c->hs_flags);
-        note_error(c, &fwd->stats.err_other, msg);
+        note_error(c, &fwd->stats->err_other, msg);
         sf_conn_refuse(c, SF_HS_BAD_FRAME, "unknown flags");
 }
 
@@ -454,7 +454,7 @@ void sf_conn_handshake_timeout(struct sf_conn *c) {
                 snprintf(msg, sizeof msg, "no greeting: %s sent no handshake within %llums", peer,
                          (unsigned long long)c->fwd->conf->handshake_timeout_ms);
                 sf_log(SF_LOG_DEBUG, fname(c), c->id, "%s", msg);
-                note_error(c, &c->fwd->stats.err_timeout, msg);
+                note_error(c, &c->fwd->stats->err_timeout, msg);
                 sf_conn_close(c, msg);
                 return;
         }

@@ -30,7 +30,8 @@
  *                  CLOSE             CLOSED
  *   DIALING        DIAL_WAIT         DIALING        connect-timeout per candidate, or 10 ms for the
  *                  CONNECTED         RELAYING       retry of a full unix backlog: retry, or the
- *                  CONNECTED_LINK    AWAIT_HELLO    candidate failed (CAND_FAILED)
+ *                  STREAM_OPEN       RELAYING       candidate failed (CAND_FAILED)
+ *                  CONNECTED_LINK    AWAIT_HELLO
  *                  CAND_FAILED       DIALING
  *                  REFUSED           LINGER
  *                  CLOSE             CLOSED
@@ -42,15 +43,20 @@
  *                  CAND_FAILED       DIALING        the candidate failed
  *                  REFUSED           LINGER
  *                  CLOSE             CLOSED
- *   RELAYING       CLOSE             CLOSED         idle-timeout (none when 0): close
+ *   RELAYING       CAND_FAILED       DIALING        idle-timeout (none when 0): close; a stream not
+ *                  CLOSE             CLOSED         sent yet (the host's stream limit): connect-
+ *                                                   timeout from the dial, then the candidate failed
  *   LINGER         CLOSE             CLOSED         2 s: close
  *   CLOSED         (none)                           (none)
  *
  * CAND_FAILED goes to DIALING only while a candidate is left: when none is, the hub turns it
  * into REFUSED (it owes its client a status: it is that client's link server) or CLOSE, with
  * one log line that gives every candidate's cause. CONNECTED and STATUS_OK make the candidate
- * the good one; nothing else does. An event with no row here is a bug: the hub logs it and
- * closes the connection. */
+ * the good one; so does, over a shared link, the stream's answer (its status, or the
+ * upstream's first bytes or end) once RELAYING: until it comes the client's bytes are kept
+ * (one buffer of them) while they go out, and a stream refused or reset before any answer
+ * fails its candidate (CAND_FAILED from RELAYING) with those bytes given to the next. An event
+ * with no row here is a bug: the hub logs it and closes the connection. */
 #include <netdb.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -86,6 +92,7 @@ enum conn_event {
         EV_DIAL,           /* dial the candidates: at once, or now that the client frame verified */
         EV_DIAL_WAIT,      /* the candidate resolves or connects, or is retried in 10 ms */
         EV_CONNECTED,      /* connected, and no handshake toward this candidate */
+        EV_STREAM_OPEN,    /* a stream of a shared link opened toward it: bytes go at once */
         EV_CONNECTED_LINK, /* connected to a relay with auth = token: its hello comes first */
         EV_HELLO,          /* its hello parsed: our client frame and the early bytes are queued */
         EV_STATUS_OK,      /* its status frame verified */
@@ -105,6 +112,7 @@ enum conn_event {
         X(ST_GREETED, EV_CLOSE, ST_CLOSED)                  \
         X(ST_DIALING, EV_DIAL_WAIT, ST_DIALING)             \
         X(ST_DIALING, EV_CONNECTED, ST_RELAYING)            \
+        X(ST_DIALING, EV_STREAM_OPEN, ST_RELAYING)          \
         X(ST_DIALING, EV_CONNECTED_LINK, ST_AWAIT_HELLO)    \
         X(ST_DIALING, EV_CAND_FAILED, ST_DIALING)           \
         X(ST_DIALING, EV_REFUSED, ST_LINGER)                \
@@ -117,6 +125,7 @@ enum conn_event {
         X(ST_AWAIT_STATUS, EV_CAND_FAILED, ST_DIALING)      \
         X(ST_AWAIT_STATUS, EV_REFUSED, ST_LINGER)           \
         X(ST_AWAIT_STATUS, EV_CLOSE, ST_CLOSED)             \
+        X(ST_RELAYING, EV_CAND_FAILED, ST_DIALING)          \
         X(ST_RELAYING, EV_CLOSE, ST_CLOSED)                 \
         X(ST_LINGER, EV_CLOSE, ST_CLOSED)
 
@@ -182,6 +191,7 @@ struct sf_conn {
         } sev[2];
         bool stream_probe;    /* the client stream only asks whether the upstream answers */
         bool stream_answered; /* the client stream was told the upstream's answer */
+        bool up_unanswered;   /* the upstream stream has not answered yet: its candidate is not good */
         /* Edge-triggered readiness: set by an event, cleared only when a call says EAGAIN
          * (or a read comes back short, which on a stream socket means it is empty). rdhup
          * keeps a read going to the EOF that arrived with the last edge. */
@@ -281,6 +291,13 @@ void sf_conn_dial_timeout(struct sf_conn *c);
 void sf_conn_dial_cancel(struct sf_conn *c);
 /* The current candidate answered as the forward expects: it is the one to try first. */
 void sf_conn_cand_good(struct sf_conn *c);
+/* RELAYING toward a stream that has not answered: its answer makes the candidate good, its
+ * refusal (or a reset before any answer) fails it while the client's bytes can still go to the
+ * next one. false when the connection moved on (another candidate, or closed). */
+bool sf_conn_stream_answer(struct sf_conn *c);
+/* RELAYING: the timer came while the stream still waits for a place under the host's stream
+ * limit: the candidate failed. true when it was so (the connection moved on). */
+bool sf_conn_stream_unsent(struct sf_conn *c);
 /* Logs (once per change of a candidate's state) and keeps the cause of its failure. */
 void sf_conn_cand_note(struct sf_conn *c, uint64_t *counter, bool dial, const char *msg);
 /* Moves to the next candidate: false when every one was tried. */
@@ -375,6 +392,9 @@ int sf_dir_hold_read(struct sf_conn *c);
 /* The held bytes are let go: after the status verified (the frame was this candidate's), or
  * for a candidate without a handshake (the frame is skipped). */
 void sf_dir_hold_end(struct sf_conn *c, bool with_frame);
+/* The held bytes stay where they are, sent or not, but are no longer kept for another
+ * candidate: the stream answered, or the client sent more than the buffer before it did. */
+void sf_dir_hold_drop(struct sf_conn *c);
 /* A candidate failed: the upstream's direction emptied, the client's sent again from the start. */
 void sf_dir_upstream_reset(struct sf_conn *c);
 /* LINGER: reads and drops what side `side` sent, PUMP_ROUNDS reads per turn (then a deferred
