@@ -459,9 +459,10 @@ void sf_conn_move(struct sf_conn *c, struct sf_fwd *to) {
         sf_list_remove(&from->conns, &c->node);
         from->stats->active--;
         from->stats->total--;
-        from->n_conns_allocated--;
         conn_link(c, to);
         c->dir[CLIENT].copy_only = true;
+        /* Its memory is to's to wait for now: from counts one allocation less (and may resume
+         * accepting, or finish stopping). */
         sf_fwd_conn_gone(from);
 }
 
