@@ -195,6 +195,8 @@ void sf_conn_event(struct sf_conn *c, enum conn_event ev) {
                 return;
         case EV_CONNECTED:
         case EV_STATUS_OK:
+                free(c->up);
+                c->up = NULL;
                 timer_arm(c);
                 sf_conn_cand_good(c);
                 /* Toward a candidate without a handshake, the early bytes held for one with a
@@ -222,11 +224,26 @@ void sf_conn_event(struct sf_conn *c, enum conn_event ev) {
                         return;
                 progress(c);
                 return;
-        case EV_CONNECTED_LINK:
-                c->hs_len = 0;
+        case EV_CONNECTED_LINK: {
+                const struct sf_forward *f = c->fwd->conf;
+                if (!c->up && !(c->up = malloc(sizeof *c->up))) {
+                        sf_conn_close(c, "out of memory");
+                        return;
+                }
+                /* The service goes with the frame, under the MAC, unless the candidate is a
+                 * relay from before services. */
+                *c->up = (struct sf_hs_client){
+                        .key = &c->fwd->key,
+                        .ep = cand_ep(c)->text,
+                        .token_file = c->fwd->token_file,
+                        .forward = f->name,
+                        .service = c->fwd->cand_plain[c->cand] ? NULL : f->service,
+                        .service_set = f->service_set,
+                };
                 timer_arm(c);
                 progress(c);
                 return;
+        }
         case EV_REFUSED:
                 sf_conn_dial_cancel(c);
                 timer_arm(c);
@@ -360,6 +377,8 @@ void sf_conn_close(struct sf_conn *c, const char *reason) {
         sf_conn_dial_cancel(c);
         free(c->fails);
         c->fails = NULL;
+        free(c->up);
+        c->up = NULL;
         uv_close((uv_handle_t *)&c->timer, on_timer_closed);
 }
 

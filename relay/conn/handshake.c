@@ -81,17 +81,8 @@ static void client_refused(struct sf_conn *c, uint64_t *counter, const char *msg
                 sf_log(SF_LOG_WARN, fname(c), c->id, "%s", msg);
 }
 
-static void wrong_peer(struct sf_conn *c) {
-        char msg[300];
-        /* Quote a little more than a greeting's length when the peer already sent it: a
-         * banner such as SSH's is recognisable by its first 40 bytes. */
-        if (c->hs_len < 40) {
-                ssize_t n = sf_side_recv(c, UPSTREAM, c->hs + c->hs_len, 40 - c->hs_len);
-                if (n > 0)
-                        c->hs_len += (uint16_t)n;
-        }
-        link_failed(c, sf_link_wrong_peer(c->hs, c->hs_len, cand_ep(c)->text, msg, sizeof msg), msg);
-}
+/* How much of a stray service's first bytes a "wrong peer" quotes. */
+#define WRONG_PEER_QUOTE 40
 
 /* Reads up to want-hs_len bytes of a handshake frame. 1: complete, 0: more to come,
  * -1: connection closed (c->hs_len says how much arrived), -2: error (errno). */
@@ -281,106 +272,90 @@ void sf_conn_on_client_frame(struct sf_conn *c) {
         sf_conn_refuse(c, SF_HS_BAD_FRAME, "unknown flags");
 }
 
+/* Reads what the upstream handshake (relay/link/client.h) needs, no more: the upstream's own
+ * bytes follow its status. The step it came to, or SF_HSC_MORE with rd cleared (nothing yet);
+ * a closed or failed upstream is SF_HSC_FAILED with the words for where the handshake was. */
+static enum sf_hsc_step up_read(struct sf_conn *c) {
+        uint8_t buf[SF_HS_STATUS_MAX];
+        for (;;) {
+                /* Before our frame a relay sends its hello and nothing more, while a stray
+                 * service's banner is recognisable by its first 40 bytes: that much is read. */
+                size_t want = sf_hs_client_need(c->up);
+                if (!c->up->hello_done && want < WRONG_PEER_QUOTE - c->up->have)
+                        want = WRONG_PEER_QUOTE - c->up->have;
+                ssize_t n = sf_side_recv(c, UPSTREAM, buf, want);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0 && errno == EAGAIN) {
+                        c->rd[UPSTREAM] = false;
+                        return SF_HSC_MORE;
+                }
+                if (n <= 0)
+                        return sf_hs_client_eof(c->up);
+                size_t used;
+                enum sf_hsc_step step = sf_hs_client_input(c->up, buf, (size_t)n, &used);
+                if (step != SF_HSC_MORE)
+                        return step;
+                /* A short read emptied the socket (a wrong peer's quote may want more). */
+                if ((size_t)n < want && !c->rdhup[UPSTREAM]) {
+                        c->rd[UPSTREAM] = false;
+                        return SF_HSC_MORE;
+                }
+        }
+}
+
 void sf_conn_on_hello(struct sf_conn *c) {
-        struct sf_fwd *fwd = c->fwd;
-        int r = hs_read(c, UPSTREAM, SF_HS_HELLO_LEN);
-        size_t cmp = c->hs_len < 4 ? c->hs_len : 4;
-        if (memcmp(c->hs, SF_HS_MAGIC, cmp) != 0) {
-                wrong_peer(c);
+        enum sf_hsc_step step = up_read(c);
+        if (step == SF_HSC_MORE)
+                return;
+        if (step != SF_HSC_FRAME) {
+                link_failed(c, c->up->kind, c->up->msg);
                 return;
         }
-        if (r == 0)
-                return;
-        char msg[300];
-        if (r < 0) {
-                link_failed(c, sf_link_hello_eof(c->hs_len, cand_ep(c)->text, msg, sizeof msg), msg);
-                return;
-        }
-        uint8_t version = 0;
-        r = sf_hs_hello_parse(c->hs, c->up_snonce, &version);
-        if (r == -EPROTONOSUPPORT) {
-                link_failed(c, sf_link_version_mismatch(version, cand_ep(c)->text, msg, sizeof msg), msg);
-                return;
-        }
-        if (r < 0) {
-                wrong_peer(c);
-                return;
-        }
-        sf_hs_nonce_new(c->up_cnonce);
-        uint8_t frame[SF_HOLD_FRONT];
-        size_t n = SF_HS_CLIENT_LEN;
-        const struct sf_forward *f = fwd->conf;
-        /* The service goes with the frame, under the MAC, unless the candidate is a relay from
-         * before services. */
-        c->up_flags = 0;
-        if (!fwd->cand_plain[c->cand])
-                c->up_flags = SF_HS_FLAG_SERVICE | (f->service_set ? 0 : SF_HS_FLAG_DEFAULT);
-        sf_hs_client_build(frame, &fwd->key, c->up_snonce, c->up_cnonce, c->up_flags);
-        if (c->up_flags)
-                n += sf_hs_service_build(frame + n, &fwd->key, c->up_snonce, c->up_cnonce, f->service);
         /* The frame goes ahead of the client's bytes: they may follow at once, no round trip. */
+        uint8_t frame[SF_HSC_FRAME_MAX];
+        size_t n = sf_hs_client_frame(c->up, frame);
         if (sf_dir_hold_frame(c, frame, n) < 0) {
                 sf_conn_close(c, "out of memory");
                 return;
         }
-        c->hs_len = 0;
         sf_conn_event(c, EV_HELLO);
 }
 
-/* The first read after our client frame: the status frame and usually the upstream's first
- * bytes arrive together, so they are read in one call into the direction's buffer; the frame
- * is taken from its front and the rest waits there for the client. 1: read (the frame may still
- * be incomplete), 0: nothing yet, -1: closed or failed. */
-static int status_read_first(struct sf_conn *c) {
-        /* Nothing came from the upstream before its status: the read lands at the buffer's
-         * start, through recv (a first read is never bulk). */
-        ssize_t n;
-        do
-                n = sf_dir_read_some(c, UPSTREAM);
-        while (n < 0 && errno == EINTR);
-        if (n < 0 && errno == EAGAIN) {
-                c->rd[UPSTREAM] = false;
-                return 0;
-        }
-        if (n <= 0)
-                return -1;
-        c->hs_len = (uint16_t)sf_dir_take(c, UPSTREAM, c->hs, 2);
-        if (c->hs_len == 2)
-                c->hs_len += (uint16_t)sf_dir_take(c, UPSTREAM, c->hs + 2, sf_hs_status_frame_len(c->hs, 2) - 2);
-        sf_dir_count(c, UPSTREAM, (size_t)n - c->hs_len);
-        return 1;
-}
-
-/* The status frame that follows our client frame. */
+/* The status frame that follows our client frame; the first read usually brings the
+ * upstream's first bytes with it: it goes into the direction's buffer, the frame is taken off
+ * its front and the rest waits there for the client. */
 static void on_status(struct sf_conn *c) {
         struct sf_fwd *fwd = c->fwd;
-        int r = 1;
-        if (c->hs_len == 0)
-                r = status_read_first(c);
-        if (r == 1 && c->hs_len < 2)
-                r = hs_read(c, UPSTREAM, 2);
-        if (r == 1)
-                r = hs_read(c, UPSTREAM, sf_hs_status_frame_len(c->hs, c->hs_len));
-        if (r == 0)
-                return;
-        char msg[400];
-        if (r < 0) {
-                link_failed(c, sf_link_status_eof(cand_ep(c)->text, msg, sizeof msg), msg);
-                return;
-        }
-        enum sf_hs_status st;
-        char reason[SF_HS_REASON_MAX + 1];
-        r = sf_hs_status_parse(c->hs, c->hs_len, &fwd->key, c->up_snonce, c->up_cnonce, &st, reason);
-        if (r == 0 && st == SF_HS_BAD_FRAME && (c->up_flags & SF_HS_FLAG_SERVICE)) {
-                /* It verified our frame but not the service flag: a relay from before services. */
-                if (fwd->conf->service_set) {
-                        snprintf(msg, sizeof msg,
-                                 "unknown service: the host relay at %s is an older sockferry that cannot check the "
-                                 "service name: upgrade it, or remove service = from [%s]",
-                                 cand_ep(c)->text, fname(c));
-                        link_failed(c, SF_LINK_OTHER, msg);
+        enum sf_hsc_step step = SF_HSC_MORE;
+        if (c->up->have == 0) {
+                /* Nothing came from the upstream before its status: the read lands at the
+                 * buffer's start, through recv (a first read is never bulk). */
+                ssize_t n;
+                do
+                        n = sf_dir_read_some(c, UPSTREAM);
+                while (n < 0 && errno == EINTR);
+                if (n < 0 && errno == EAGAIN) {
+                        c->rd[UPSTREAM] = false;
                         return;
                 }
+                if (n <= 0) {
+                        sf_hs_client_eof(c->up);
+                        link_failed(c, c->up->kind, c->up->msg);
+                        return;
+                }
+                uint8_t head[SF_HS_STATUS_MAX];
+                size_t got = sf_dir_peek(c, UPSTREAM, head, sizeof head), used;
+                step = sf_hs_client_input(c->up, head, got, &used);
+                sf_dir_take(c, UPSTREAM, head, used);
+                sf_dir_count(c, UPSTREAM, (size_t)n - used);
+        }
+        if (step == SF_HSC_MORE)
+                step = up_read(c);
+        if (step == SF_HSC_MORE)
+                return;
+        if (step == SF_HSC_OLD_PEER) {
+                /* It verified our frame but not the service flag: a relay from before services. */
                 fwd->cand_plain[c->cand] = true;
                 sf_log(SF_LOG_INFO, fname(c), c->id,
                        "%s is an older sockferry (no services): its handshake goes without the service name",
@@ -388,15 +363,8 @@ static void on_status(struct sf_conn *c) {
                 sf_conn_cand_retry(c);
                 return;
         }
-        if (r == 0 && st == SF_HS_UNKNOWN_SERVICE) {
-                snprintf(msg, sizeof msg, "unknown service: the host relay at %s does not offer %s: %s",
-                         cand_ep(c)->text, fwd->conf->service, reason[0] ? reason : "no reason given");
-                link_failed(c, SF_LINK_WRONG_PEER, msg);
-                return;
-        }
-        enum sf_link_err kind = sf_link_status_explain(r, st, reason, cand_ep(c)->text, fwd->token_file, msg, sizeof msg);
-        if (kind != SF_LINK_OK) {
-                link_failed(c, kind, msg);
+        if (step != SF_HSC_OK) {
+                link_failed(c, c->up->kind, c->up->msg);
                 return;
         }
         sf_conn_event(c, EV_STATUS_OK);
@@ -433,22 +401,18 @@ void sf_conn_greet(struct sf_conn *c) {
 }
 
 void sf_conn_handshake_error(struct sf_conn *c, int e) {
-        char msg[400];
         if (e == ENOMEM) {
                 sf_conn_io_error(c, e);
                 return;
         }
         /* The peer reset or closed the link: a relay that refused us, or not a relay. */
-        if (c->state == ST_AWAIT_HELLO)
-                link_failed(c, sf_link_hello_eof(c->hs_len, cand_ep(c)->text, msg, sizeof msg), msg);
-        else
-                link_failed(c, sf_link_status_eof(cand_ep(c)->text, msg, sizeof msg), msg);
+        sf_hs_client_eof(c->up);
+        link_failed(c, c->up->kind, c->up->msg);
 }
 
 void sf_conn_handshake_timeout(struct sf_conn *c) {
         char msg[300];
-        switch (c->state) {
-        case ST_GREETED: {
+        if (c->state == ST_GREETED) {
                 char peer[96];
                 sf_conn_peer_name(c, peer, sizeof peer);
                 snprintf(msg, sizeof msg, "no greeting: %s sent no handshake within %llums", peer,
@@ -458,13 +422,6 @@ void sf_conn_handshake_timeout(struct sf_conn *c) {
                 sf_conn_close(c, msg);
                 return;
         }
-        case ST_AWAIT_HELLO:
-                link_failed(c,
-                            sf_link_hello_timeout(c->fwd->conf->handshake_timeout_ms, cand_ep(c)->text, msg, sizeof msg),
-                            msg);
-                return;
-        default:
-                link_failed(c, sf_link_status_timeout(cand_ep(c)->text, msg, sizeof msg), msg);
-                return;
-        }
+        sf_hs_client_timeout(c->up, c->fwd->conf->handshake_timeout_ms);
+        link_failed(c, c->up->kind, c->up->msg);
 }

@@ -68,6 +68,7 @@
 #include "relay/conn/preauth_budget.h"
 #include "relay/engine/engine.h"
 #include "relay/forward.h"
+#include "relay/link/client.h"
 #include "relay/link/frames.h"
 #include "relay/link/mux.h"
 #include "relay/link/table.h"
@@ -144,7 +145,7 @@ enum { CLIENT = 0, UPSTREAM = 1 };
 #define SF_EARLY_MAX (16 * 1024)
 /* Room for our client frame and its service extension at the front of the held buffer: the
  * frame ends where the early bytes start, whatever the candidate's frame is. */
-#define SF_HOLD_FRONT (SF_HS_CLIENT_LEN + SF_HS_SERVICE_EXT_MAX)
+#define SF_HOLD_FRONT SF_HSC_FRAME_MAX
 /* The causes of the candidates that failed, for the one line that gives them all. */
 #define SF_FAILS_MAX 1536
 
@@ -219,14 +220,13 @@ struct sf_conn {
         bool hs_server;       /* we greeted the client: it gets a status frame */
         bool greeting_check;  /* auth = none over a network: the upstream's first read is looked at */
         uint8_t hs_flags;
-        uint8_t up_flags; /* the flags of our client frame toward the current candidate */
         uint16_t hs_len;
-        uint16_t frame_len; /* our client frame with its service extension, held ahead of the early bytes */
-        /* The nonces of the handshake with our client (we are its server) and of the one with
-         * our upstream (we are its client): a relay chained between two links runs both. */
+        /* The handshake with our client (we are its server: its nonces and frames) and the one
+         * with our upstream (we are its client: relay/link/client.h): a relay chained between
+         * two links runs both. */
         uint8_t snonce[SF_HS_NONCE_LEN], cnonce[SF_HS_NONCE_LEN];
-        uint8_t up_snonce[SF_HS_NONCE_LEN], up_cnonce[SF_HS_NONCE_LEN];
         uint8_t hs[SF_HS_STATUS_MAX];
+        struct sf_hs_client *up; /* while the handshake with the upstream runs */
 
         struct sf_preauth_node preauth; /* in fwd->preauth from the greeting to the client frame */
 };

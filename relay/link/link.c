@@ -12,6 +12,7 @@
 #include "relay/engine/bufpool.h"
 #include "relay/engine/engine.h"
 #include "relay/link/backoff.h"
+#include "relay/link/client.h"
 #include "relay/link/messages.h"
 #include "relay/sys/platform.h"
 
@@ -26,10 +27,8 @@
 #define DIRECT_MIN (16 * 1024)
 /* A ping unanswered for this many keepalive periods ends the link. */
 #define PINGS_MISSED_MAX 2
-/* How much of a wrong peer's first bytes its message quotes. */
-#define WRONG_PEER_QUOTE 40
 
-enum phase { PH_NONE, PH_RESOLVE, PH_CONNECT, PH_HELLO, PH_STATUS, PH_MUX };
+enum phase { PH_NONE, PH_RESOLVE, PH_CONNECT, PH_HANDSHAKE, PH_MUX };
 
 /* What the link runs over: one stream (a socket) or two (an exec's pipes), each allocated
  * with malloc and freed in its close callback. */
@@ -73,10 +72,8 @@ struct sf_link {
         int vsock_fd;
         int last_err;
 
-        uint8_t hs[SF_HS_STATUS_MAX];
-        size_t hs_len;
-        uint8_t snonce[SF_HS_NONCE_LEN], cnonce[SF_HS_NONCE_LEN];
-        uint8_t frame[SF_HS_CLIENT_LEN];
+        struct sf_hs_client hsc;
+        uint8_t frame[SF_HSC_FRAME_MAX];
         uv_write_t frame_req;
 
         struct sf_mux *mux;
@@ -540,13 +537,9 @@ static void link_read(struct sf_link *l, ssize_t n) {
                         snprintf(why, sizeof why, "%s", l->phase == PH_MUX ? "the peer closed it" : "the peer closed the connection");
                 else
                         snprintf(why, sizeof why, "reading from it: %s", uv_strerror((int)n));
-                if (l->phase == PH_HELLO || l->phase == PH_STATUS) {
-                        char msg[300];
-                        if (l->phase == PH_HELLO)
-                                sf_link_hello_eof(l->hs_len, l->p->name, msg, sizeof msg);
-                        else
-                                sf_link_status_eof(l->p->name, msg, sizeof msg);
-                        link_down(l, msg);
+                if (l->phase == PH_HANDSHAKE) {
+                        sf_hs_client_eof(&l->hsc);
+                        link_down(l, l->hsc.msg);
                         return;
                 }
                 link_down(l, why);
@@ -610,13 +603,8 @@ static void link_refused(struct sf_link *l, enum sf_link_err kind, const char *m
  * attempt either: a refusal as much as a wrong greeting is. */
 static void on_hs_timeout(uv_timer_t *t) {
         struct sf_link *l = t->data;
-        char msg[300];
-        enum sf_link_err kind;
-        if (l->phase == PH_HELLO)
-                kind = sf_link_hello_timeout(l->p->handshake_timeout_ms, l->p->name, msg, sizeof msg);
-        else
-                kind = sf_link_status_timeout(l->p->name, msg, sizeof msg);
-        link_refused(l, kind, msg);
+        sf_hs_client_timeout(&l->hsc, l->p->handshake_timeout_ms);
+        link_refused(l, l->hsc.kind, l->hsc.msg);
 }
 
 static void on_frame_written(uv_write_t *req, int status) {
@@ -637,63 +625,29 @@ static void link_refused(struct sf_link *l, enum sf_link_err kind, const char *m
         link_down(l, msg);
 }
 
+/* The handshake of relay/link/client.h with the LINK flag; the peer's first frames may follow
+ * its status in the same read. */
 static void handshake_input(struct sf_link *l, const uint8_t *data, size_t n) {
         while (n > 0 && !l->closing && l->t) {
-                size_t want = l->phase == PH_HELLO ? SF_HS_HELLO_LEN
-                              : l->hs_len < 2      ? 2
-                                                   : sf_hs_status_frame_len(l->hs, l->hs_len);
-                size_t k = want - l->hs_len < n ? want - l->hs_len : n;
-                memcpy(l->hs + l->hs_len, data, k);
-                l->hs_len += k;
-                data += k;
-                n -= k;
-                char msg[400];
-                if (l->phase == PH_HELLO) {
-                        size_t cmp = l->hs_len < SF_HS_MAGIC_LEN ? l->hs_len : SF_HS_MAGIC_LEN;
-                        if (memcmp(l->hs, SF_HS_MAGIC, cmp) != 0) {
-                                /* Quote a little more than a greeting's length: a banner such
-                                 * as SSH's is recognisable by its first 40 bytes. */
-                                size_t more = WRONG_PEER_QUOTE - l->hs_len < n ? WRONG_PEER_QUOTE - l->hs_len : n;
-                                memcpy(l->hs + l->hs_len, data, more);
-                                l->hs_len += more;
-                                link_refused(l, sf_link_wrong_peer(l->hs, l->hs_len, l->p->name, msg, sizeof msg),
-                                             msg);
-                                return;
-                        }
-                        if (l->hs_len < SF_HS_HELLO_LEN)
-                                continue;
-                        uint8_t version = 0;
-                        int r = sf_hs_hello_parse(l->hs, l->snonce, &version);
-                        if (r == -EPROTONOSUPPORT) {
-                                link_refused(l, sf_link_version_mismatch(version, l->p->name, msg, sizeof msg), msg);
-                                return;
-                        }
-                        if (r < 0) {
-                                link_refused(l, sf_link_wrong_peer(l->hs, l->hs_len, l->p->name, msg, sizeof msg),
-                                             msg);
-                                return;
-                        }
-                        sf_hs_nonce_new(l->cnonce);
-                        sf_hs_client_build(l->frame, l->p->key, l->snonce, l->cnonce, SF_HS_FLAG_LINK);
-                        uv_buf_t b = uv_buf_init((char *)l->frame, sizeof l->frame);
+                size_t used;
+                enum sf_hsc_step step = sf_hs_client_input(&l->hsc, data, n, &used);
+                data += used;
+                n -= used;
+                switch (step) {
+                case SF_HSC_MORE:
+                        continue;
+                case SF_HSC_FRAME: {
+                        uv_buf_t b = uv_buf_init((char *)l->frame, (unsigned)sf_hs_client_frame(&l->hsc, l->frame));
                         l->frame_req.data = l;
                         if (uv_write(&l->frame_req, wr_of(l), &b, 1, on_frame_written) < 0) {
                                 link_down(l, "sending the client frame failed");
                                 return;
                         }
-                        l->phase = PH_STATUS;
-                        l->hs_len = 0;
                         /* The host relay answers at once: nothing to dial for a link. */
                         uv_timer_start(&l->timer, on_hs_timeout, l->p->handshake_timeout_ms, 0);
                         continue;
                 }
-                if (l->hs_len < 2 || l->hs_len < sf_hs_status_frame_len(l->hs, l->hs_len))
-                        continue;
-                enum sf_hs_status st;
-                char reason[SF_HS_REASON_MAX + 1];
-                int r = sf_hs_status_parse(l->hs, l->hs_len, l->p->key, l->snonce, l->cnonce, &st, reason);
-                if (r == 0 && st == SF_HS_BAD_FRAME) {
-                        /* It verified our frame but not the LINK flag: a relay from before links. */
+                case SF_HSC_OLD_PEER:
                         uv_timer_stop(&l->timer);
                         transport_drop(l);
                         l->phase = PH_NONE;
@@ -703,21 +657,19 @@ static void handshake_input(struct sf_link *l, const uint8_t *data, size_t n) {
                                l->p->name);
                         set_state(l, SF_LINK_OLD_PEER, "the host relay does not offer a shared link");
                         return;
-                }
-                enum sf_link_err kind = sf_link_status_explain(r, st, reason, l->p->name, l->p->token_file, msg,
-                                                               sizeof msg);
-                if (kind != SF_LINK_OK) {
-                        link_refused(l, kind, msg);
+                case SF_HSC_FAILED:
+                        link_refused(l, l->hsc.kind, l->hsc.msg);
+                        return;
+                case SF_HSC_OK:
+                        uv_timer_stop(&l->timer);
+                        if (mux_start(l) < 0) {
+                                link_down(l, "out of memory");
+                                return;
+                        }
+                        if (n > 0)
+                                mux_input(l, data, n);
                         return;
                 }
-                uv_timer_stop(&l->timer);
-                if (mux_start(l) < 0) {
-                        link_down(l, "out of memory");
-                        return;
-                }
-                if (n > 0)
-                        mux_input(l, data, n);
-                return;
         }
 }
 
@@ -730,8 +682,13 @@ static void connected(struct sf_link *l) {
         }
         if (l->t->rd->type == UV_TCP)
                 uv_tcp_nodelay((uv_tcp_t *)l->t->rd, 1);
-        l->phase = l->p->key ? PH_HELLO : PH_MUX;
-        l->hs_len = 0;
+        l->phase = l->p->key ? PH_HANDSHAKE : PH_MUX;
+        l->hsc = (struct sf_hs_client){
+                .key = l->p->key,
+                .ep = l->p->name,
+                .token_file = l->p->token_file,
+                .flags = SF_HS_FLAG_LINK,
+        };
         if (read_start(l) < 0) {
                 link_down(l, "reading from it failed");
                 return;
