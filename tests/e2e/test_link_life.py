@@ -657,7 +657,8 @@ def test_clients_are_closed_at_once_while_nothing_listens_on_the_host_port(sc):
         t.join(20 * SLOW)
     print("# 10 clients closed after %s s" % ", ".join("%.2f" % t if t is not None else "?" for t in took), flush=True)
     assert None not in took, "a client was not closed: %s" % took
-    assert max(took) < 1.0 * SLOW, "clients waited up to %.2f s for a host port nobody listens on" % max(took)
+    # (under valgrind still well below connect-timeout: the wait is what is tested)
+    assert max(took) < min(1.0 * SLOW, 4), "clients waited up to %.2f s for a host port nobody listens on" % max(took)
     lines = [line for line in cont.text().splitlines() if "upstream unavailable" in line]
     assert any("link to %s down" % e.remote in line and "refused" in line for line in lines), \
         "no client's line says the link is down and refused:\n" + "\n".join(lines[-5:])
@@ -679,7 +680,8 @@ def test_a_host_that_comes_back_serves_a_new_client_without_the_backoff(sc):
     took = time.monotonic() - t0
     print("# the client was served %.2f s after the host came back" % took, flush=True)
     assert got == b"back?", "the client got %r; container log:\n%s" % (got, cont.text()[-2000:])
-    assert took < 1.0 * SLOW, "the client waited %.2f s for a host that was back (the backoff?)" % took
+    # (under valgrind still below the backoff's 1.6 s at least)
+    assert took < min(1.0 * SLOW, 1.5), "the client waited %.2f s for a host that was back (the backoff?)" % took
 
 
 def test_a_host_that_stalls_the_handshake_then_is_replaced_serves_the_waiting_client(sc):
@@ -971,24 +973,29 @@ def test_stream_refusals_are_logged_at_most_5_a_second(sc):
     after = time.monotonic()
     wait_for(lambda: time.monotonic() - after > 1.2, what="the rate limit's window over")
     assert closed_without_answer(e.d + "/c.sock")
+    problems = []
     for who, r in (("host", host), ("container", cont)):
-        wait_for(lambda: re.search(r"\d+ similar messages suppressed", r.text()), timeout=5 * SLOW,
-                 what="the %s relay's summary of the lines not shown" % who)
+        with contextlib.suppress(AssertionError):
+            wait_for(lambda: re.search(r"\d+ similar messages suppressed", r.text()), timeout=5 * SLOW,
+                     what="the %s relay's summary of the lines not shown" % who)
         lines = [line for line in r.text().splitlines() if "unknown service" in line]
         stamps = [t for t in map(log_time, lines) if t is not None]
         span = max(stamps) - min(stamps) if stamps else 0.0
         per_second = {}
         for line in lines:
             per_second[line[:19]] = per_second.get(line[:19], 0) + 1
+        most = max(per_second.values(), default=0)
         summaries = [int(x) for x in re.findall(r"(\d+) similar messages suppressed", r.text())]
         print("# the %s relay's log: %d lines about the unknown service over %.1f s, at most %d in one second; "
-              "summaries count %d not shown" % (who, len(lines), span, max(per_second.values(), default=0),
-                                               sum(summaries)), flush=True)
-        assert max(per_second.values(), default=0) <= 10, "the %s relay logged %d lines in one second:\n%s" % (
-            who, max(per_second.values()), "\n".join(lines[:10]))
-        assert len(lines) <= 5 * (math.ceil(span) + 1), "the %s relay logged %d lines in %.1f s" % (
-            who, len(lines), span)
-        assert sum(summaries) > 0, "the %s relay's summaries count no line not shown" % who
+              "summaries count %d not shown" % (who, len(lines), span, most, sum(summaries)), flush=True)
+        if most > 10:
+            problems.append("the %s relay logged %d lines in one second, e.g. %s" % (who, most, lines[0]))
+        if len(lines) > 5 * (math.ceil(span) + 1):
+            problems.append("the %s relay logged %d lines in %.1f s" % (who, len(lines), span))
+        if sum(summaries) == 0:
+            problems.append("the %s relay's log has no summary (\"N similar messages suppressed\") of the lines "
+                            "not shown" % who)
+    assert not problems, "; ".join(problems)
 
 
 if __name__ == "__main__":
