@@ -409,6 +409,8 @@ void sf_conn_on_ready(struct sf_conn *c, int side, uint32_t events) {
                 sf_conn_dial_ready(c, events);
                 return;
         }
+        if (side == UPSTREAM && c->up_unanswered && !sf_conn_stream_answer(c))
+                return; /* its stream was refused: the next candidate has it */
         if (events & SF_EV_ERR) {
                 /* The socket's own error says what happened; reading it also clears it. */
                 int err = sf_side_error(c, side);

@@ -331,14 +331,22 @@ bool sf_conn_stream_unsent(struct sf_conn *c) {
         return true;
 }
 
-/* The link's dial ended, one way or the other: a client waiting for it goes on at once, through
- * the link that came up, or to its next candidate (or its end) with the cause of a refused or
- * unreachable host, as a connection of its own would have. */
+/* The link's dial ended: a client waiting for it goes on at once, through the link that came
+ * up, or to its next candidate (or its end) with the cause of a refused or unreachable host, as
+ * a connection of its own would have. After a failure the next attempt may mend (a close before
+ * the greeting: a host relay restarting) the last candidate waits for that attempt, within its
+ * connect-timeout. */
 static void on_link_state(struct sf_link_waiter *w, struct sf_link *l) {
         struct sf_conn *c = sf_list_entry(w, struct sf_conn, waiter);
         enum sf_link_state st = sf_link_state(l);
         if (st == SF_LINK_CONNECTING)
                 return;
+        if (st == SF_LINK_DOWN && c->tries + 1 >= c->fwd->conf->n_connect) {
+                struct sf_link_stats ls;
+                sf_link_stats_get(l, &ls);
+                if (!ls.fail_now)
+                        return;
+        }
         link_wait_cancel(c);
         if (st == SF_LINK_DOWN) {
                 link_down_failed(c, l);
@@ -375,6 +383,7 @@ static bool link_dial(struct sf_conn *c) {
                         link_down_failed(c, l);
                         return true;
                 }
+                /* The last candidate: wait for the attempt that starts now (sf_link_wait). */
                 break;
         }
         case SF_LINK_CONNECTING:

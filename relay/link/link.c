@@ -99,7 +99,9 @@ struct sf_link {
         uint64_t streams_total_before; /* of the links before this one */
         bool retired; /* replaced by a new link: ends once its streams are over */
         bool draining_told; /* ops->draining was called */
+        bool goaway_seen;   /* the peer sent GOAWAY: ops->draining is due */
         bool refused; /* the last attempt was refused by the peer (see link_refused) */
+        bool fail_now; /* ... or failed as the next would now (sf_link_stats, fail_now) */
         enum sf_link_err refused_kind; /* which failure that was, for the clients' counters */
 };
 
@@ -408,8 +410,11 @@ static void draining(struct sf_link *l) {
                 l->ops->draining(l->owner, l);
 }
 
+/* Inside nghttp2's callbacks: the owner hears of it once sf_mux_input returned (mux_input), as
+ * it may end this link, and its mux, right away. */
 static void mux_goaway(void *owner) {
-        draining(owner);
+        struct sf_link *l = owner;
+        l->goaway_seen = true;
 }
 
 static const struct sf_mux_ops mux_ops = {
@@ -456,6 +461,13 @@ static void keepalive_arm(struct sf_link *l) {
 static void mux_input(struct sf_link *l, const uint8_t *data, size_t n) {
         char why[200];
         int r = sf_mux_input(l->mux, data, n, why, sizeof why);
+        if (r == 0 && l->dialer && l->goaway_seen && !l->draining_told) {
+                /* The owner may retire (and so end) this link now: its memory stays until libuv
+                 * let go of its handles, and nothing else of it is used once it closes. */
+                draining(l);
+                if (l->closing || !l->mux)
+                        return;
+        }
         if (r == 0 && l->retired) {
                 retired_check(l);
                 return;
@@ -621,6 +633,7 @@ static void on_frame_written(uv_write_t *req, int status) {
  * connect-timeout, as the next attempt will most likely say the same. */
 static void link_refused(struct sf_link *l, enum sf_link_err kind, const char *msg) {
         l->refused = true;
+        l->fail_now = true;
         l->refused_kind = kind;
         link_down(l, msg);
 }
@@ -703,6 +716,7 @@ static void connected(struct sf_link *l) {
 }
 
 static void try_next_addr(struct sf_link *l);
+static void connect_failed(struct sf_link *l, int e);
 
 static void on_connect(uv_connect_t *req, int status) {
         struct sf_link *l = req->data;
@@ -740,11 +754,7 @@ static void try_next_addr(struct sf_link *l) {
                 l->last_err = sf_errno_uv(r);
                 transport_drop(l);
         }
-        char cause[240];
-        sf_link_connect_cause(l->p->ep, l->last_err ? l->last_err : EHOSTUNREACH, cause, sizeof cause);
-        char msg[300];
-        snprintf(msg, sizeof msg, "connect %s: %s", l->p->name, cause);
-        link_down(l, msg);
+        connect_failed(l, l->last_err ? l->last_err : EHOSTUNREACH);
 }
 
 static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res) {
@@ -760,6 +770,7 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
                 sf_link_resolve_cause(l->p->ep, uv_strerror(status), cause, sizeof cause);
                 snprintf(msg, sizeof msg, "connect %s: %s", l->p->name, cause);
                 uv_freeaddrinfo(res);
+                l->fail_now = true;
                 link_down(l, msg);
                 return;
         }
@@ -786,11 +797,17 @@ static void on_dial_timeout(uv_timer_t *t) {
 
 /* vsock has no libuv handle of its own: a socket connected by hand (its writability says the
  * connect finished), then a pipe handle on it. */
-static void vsock_fail(struct sf_link *l, int e) {
+/* A connect that failed with e: refused or unreachable, the next attempt would too, now. */
+static void connect_failed(struct sf_link *l, int e) {
         char cause[240], msg[300];
         sf_link_connect_cause(l->p->ep, e, cause, sizeof cause);
         snprintf(msg, sizeof msg, "connect %s: %s", l->p->name, cause);
+        l->fail_now = e != ETIMEDOUT && e != ENOMEM && e != EMFILE && e != ENFILE;
         link_down(l, msg);
+}
+
+static void vsock_fail(struct sf_link *l, int e) {
+        connect_failed(l, e);
 }
 
 static void vsock_opened(struct sf_link *l, int fd) {
@@ -887,6 +904,7 @@ static void vsock_dial(struct sf_link *l) {
 
 static void dial(struct sf_link *l) {
         l->refused = false;
+        l->fail_now = false;
         if (l->attempts == 0 && !l->down_logged)
                 l->down_since_ms = uv_now(l->loop);
         l->attempts++;
@@ -1063,6 +1081,7 @@ void sf_link_stats_get(const struct sf_link *l, struct sf_link_stats *st) {
         st->bytes_in = l->bytes_in;
         st->bytes_out = l->bytes_out;
         st->refused = l->refused;
+        st->fail_now = l->fail_now;
         st->refused_kind = l->refused ? l->refused_kind : SF_LINK_OK;
         snprintf(st->cause, sizeof st->cause, "%s", l->cause);
 }

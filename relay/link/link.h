@@ -79,6 +79,11 @@ struct sf_link_stats {
         uint64_t bytes_in, bytes_out;
         char cause[256]; /* why it is not up ("" when it is) */
         bool refused;    /* down because the peer refused it (wrong peer, version, token) */
+        /* The last attempt failed in a way the next one would too, now: refused (above), or
+         * the connection refused, the host unreachable or its name unknown. A client waiting
+         * for the link is told at once; after anything else (a close before the greeting, a
+         * restart under way) it waits for the next attempt, within its connect-timeout. */
+        bool fail_now;
         enum sf_link_err refused_kind; /* which refusal (SF_LINK_OK when not refused) */
 };
 
