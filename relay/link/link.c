@@ -1091,6 +1091,12 @@ void sf_link_drain(struct sf_link *l) {
                 sf_mux_drain(l->mux);
 }
 
+void sf_link_inherit(struct sf_link *l, const struct sf_link *old) {
+        l->streams_total_before = old->streams_total_before + (old->mux ? sf_mux_streams_total(old->mux) : 0);
+        l->reconnects = old->reconnects;
+        l->was_up = old->was_up;
+}
+
 void sf_link_retire(struct sf_link *l) {
         if (l->retired || l->closing)
                 return;

@@ -117,6 +117,10 @@ const char *sf_link_state_name(enum sf_link_state st);
 void sf_link_hurry(struct sf_link *l);
 /* Stops opening streams (GOAWAY on the server end); open ones go on. */
 void sf_link_drain(struct sf_link *l);
+/* Client: l takes over from old, which it replaces (old's ops->draining): the endpoint's
+ * history goes on in it (streams so far, reconnects: coming up counts as one, and is logged
+ * as the link being up again). */
+void sf_link_inherit(struct sf_link *l, const struct sf_link *old);
 /* Client: a link replaced by a new one (its ops->draining said so): it opens no more streams,
  * never dials again, and ends (ops->ended) once its last stream is over or it drops. */
 void sf_link_retire(struct sf_link *l);

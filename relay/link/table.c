@@ -95,6 +95,7 @@ static void on_draining(void *owner, struct sf_link *l) {
         o->link = l;
         sf_list_push_back(&e->old, &o->node);
         e->link = fresh;
+        sf_link_inherit(fresh, l);
         sf_link_retire(l);
 }
 
