@@ -35,7 +35,7 @@ bool sf_conf_forward_equal(const struct sf_forward *a, const struct sf_forward *
                a->connect_auth == b->connect_auth && a->connect_auth_set == b->connect_auth_set &&
                strcmp(a->service, b->service) == 0 && a->service_set == b->service_set && a->link == b->link &&
                a->keepalive_ms == b->keepalive_ms && strcmp(a->alias, b->alias) == 0 && strcmp(a->env, b->env) == 0 &&
-               a->env_format == b->env_format && a->max_conns == b->max_conns && a->preauth_max == b->preauth_max &&
+               a->env_format == b->env_format && a->max_conns == b->max_conns && a->max_links == b->max_links && a->preauth_max == b->preauth_max &&
                a->connect_timeout_ms == b->connect_timeout_ms && a->handshake_timeout_ms == b->handshake_timeout_ms &&
                a->idle_timeout_ms == b->idle_timeout_ms;
 }

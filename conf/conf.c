@@ -24,6 +24,7 @@ static const struct sf_forward forward_defaults = {
         .env_format = SF_ENV_PATH,
         .mode = 0660,
         .max_conns = 1024,
+        .max_links = 64,
         .connect_timeout_ms = 5000,
         .handshake_timeout_ms = 5000,
         .idle_timeout_ms = 0, /* none */

@@ -72,6 +72,7 @@ struct sf_forward {
         size_t n_allow_gid;
 
         uint32_t max_conns;           /* default 1024 */
+        uint32_t max_links;           /* shared links a listener serves at once; default 64 */
         uint32_t preauth_max;         /* unauthenticated connections, a quarter per source; default, set by
                                        * sf_conf_validate(): 4 x max_conns */
         uint64_t connect_timeout_ms;  /* default 5000 */

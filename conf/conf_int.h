@@ -93,7 +93,7 @@ struct sf_conf_key {
         int (*global)(struct sf_conf *c, const char *v, char *err, size_t errlen);
 };
 
-#define SF_CONF_N_KEYS 29
+#define SF_CONF_N_KEYS 30
 /* Every key, in the order the "expected one of" lists show them. */
 extern const struct sf_conf_key sf_conf_keys[SF_CONF_N_KEYS];
 

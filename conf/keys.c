@@ -232,6 +232,10 @@ static int parse_max_conns(struct sf_forward *f, const char *v, char *err, size_
         return parse_conn_count(v, 1, &f->max_conns, err, errlen);
 }
 
+static int parse_max_links(struct sf_forward *f, const char *v, char *err, size_t errlen) {
+        return parse_conn_count(v, 1, &f->max_links, err, errlen);
+}
+
 /* At least four, so that each source may hold one (a quarter of the budget each). */
 static int parse_preauth_max(struct sf_forward *f, const char *v, char *err, size_t errlen) {
         return parse_conn_count(v, 4, &f->preauth_max, err, errlen);
@@ -363,6 +367,7 @@ const struct sf_conf_key sf_conf_keys[] = {
         { "allow-uid", parse_allow_uid, NULL },
         { "allow-gid", parse_allow_gid, NULL },
         { "max-conns", parse_max_conns, NULL },
+        { "max-links", parse_max_links, NULL },
         { "preauth-max", parse_preauth_max, NULL },
         { "connect-timeout", parse_connect_timeout, NULL },
         { "handshake-timeout", parse_handshake_timeout, NULL },

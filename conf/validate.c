@@ -157,8 +157,12 @@ static unsigned check_service(const struct sf_conf *c, const struct sf_forward *
                                       a->name, sf_conf_place_len(a), a->origin.where, b->listen.text);
                 n++;
         }
-        if (a->handshake_timeout_ms != b->handshake_timeout_ms || a->preauth_max != b->preauth_max) {
-                sf_conf_forward_error(b, a->handshake_timeout_ms != b->handshake_timeout_ms ? "handshake-timeout" : "preauth-max",
+        if (a->handshake_timeout_ms != b->handshake_timeout_ms || a->preauth_max != b->preauth_max ||
+            a->max_links != b->max_links) {
+                sf_conf_forward_error(b,
+                                      a->handshake_timeout_ms != b->handshake_timeout_ms ? "handshake-timeout"
+                                      : a->preauth_max != b->preauth_max                 ? "preauth-max"
+                                                                                         : "max-links",
                                       "differs from [%s] (%.*s), which listens on %s too, expected the same value for every service of a listen endpoint (they apply before the service is known)",
                                       a->name, sf_conf_place_len(a), a->origin.where, b->listen.text);
                 n++;

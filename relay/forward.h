@@ -18,6 +18,8 @@
 struct sf_conn;
 struct sf_bufpool;
 struct sf_link_entry;
+struct sf_link_server;
+struct sf_link_server_limits;
 struct sf_pipepool;
 
 struct sf_fwd {
@@ -60,16 +62,18 @@ struct sf_fwd {
 
         /* Services: the forward that owns the listener this one shares (NULL: its own, or
          * none shared), the next service of the same listener, and on the owner the shared
-         * links it accepted (struct sf_srv_link). */
+         * links it accepted (relay/link/server.h; made by the relay, whose route callback
+         * gives their streams to the services). */
         struct sf_fwd *group;
         struct sf_fwd *next_service;
-        struct sf_list links_in;
-        uint64_t links_accepted;
+        struct sf_link_server *links_in;
 
         uint64_t next_conn_id;
         struct sf_list conns; /* the open connections (struct sf_conn) */
         size_t n_conns_allocated; /* open or closing, memory not yet freed */
-        struct sf_relay_stats stats;
+        /* Its counters: shared with the object it replaced in a reload that changed it, whose
+         * connections go on counting in them (total = closed + active at every moment). */
+        struct sf_relay_stats *stats;
         /* Greeted, not yet authenticated: not counted against max-conns
          * (relay/conn/preauth_budget.h). */
         struct sf_preauth preauth;
@@ -83,13 +87,21 @@ struct sf_fwd {
  * readable by root only). The owner sets the callbacks. 0 or -errno, logged. */
 int sf_fwd_init(struct sf_fwd *fwd, const struct sf_conf *conf, const struct sf_forward *fc, uv_loop_t *loop,
                 struct sf_bufpool *pool, struct sf_engine *eng);
-/* Closes the listener, wipes the key, frees the pre-auth budget. Safe to call twice. */
+/* Closes the listener, wipes the key, frees the pre-auth budget and its share of the counters.
+ * Safe to call twice. */
 void sf_fwd_free(struct sf_fwd *fwd);
+/* fwd replaces from (a reload changed the forward): one set of counters for both from now on. */
+void sf_fwd_stats_share(struct sf_fwd *fwd, struct sf_fwd *from);
 
 /* The service of owner's listener that answers a client asking for name ("" for none;
  * by_default: the client's own forward name, any single service answers it). NULL with why
  * (what the listener offers) when none does. */
 struct sf_fwd *sf_fwd_service(struct sf_fwd *owner, const char *name, bool by_default, char *why, size_t cap);
+
+/* What the listener of owner (the first forward on it) offers its shared links: "offers a, b"
+ * into out, and the limits its link set applies (the streams of a link are every service's
+ * max-conns together; max-links within an eighth of the descriptor limit). */
+void sf_fwd_offers(const struct sf_fwd *owner, char *out, size_t cap, struct sf_link_server_limits *lim);
 
 /* Counts an error in *counter (one of fwd->stats) and keeps msg as the last error. */
 void sf_fwd_note_error(struct sf_fwd *fwd, uint64_t *counter, const char *msg);

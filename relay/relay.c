@@ -16,6 +16,7 @@
 #include "relay/engine/engine.h"
 #include "relay/forward.h"
 #include "relay/link/mux.h"
+#include "relay/link/server.h"
 #include "relay/link/table.h"
 #include "relay/listen/accept.h"
 #include "relay/listen/listener.h"
@@ -81,7 +82,7 @@ const struct sf_listener *sf_relay_listener(const struct sf_relay *relay, size_t
 }
 
 const struct sf_relay_stats *sf_relay_stats_get(const struct sf_relay *relay, size_t forward) {
-        return forward < relay->n_fwds ? &relay->fwds[forward]->f.stats : NULL;
+        return forward < relay->n_fwds ? relay->fwds[forward]->f.stats : NULL;
 }
 
 const struct sf_conf *sf_relay_conf(const struct sf_relay *relay) {
@@ -102,9 +103,84 @@ static void fwd_destroy(struct sf_relay *relay, struct rfwd *w) {
                 return;
         sf_list_remove(&relay->retired, &w->retired_node);
         fwd_links_put(relay, &w->f);
+        sf_link_server_free(w->f.links_in);
+        w->f.links_in = NULL;
         sf_fwd_free(&w->f);
         sf_conf_forward_clear(&w->conf);
         free(w);
+}
+
+/* ---- the streams of shared links: one router ------------------------------------------------
+ *
+ * Every stream a peer opens on a link the relay serves, a listener's (by service) or attach's
+ * exec link (by forward name), becomes a connection of the forward it names; a name nobody
+ * answers to is refused with what is offered, in log lines rate-limited as a connection's. */
+
+static void stream_refuse(struct sf_fwd *f, struct sf_mux_stream *s, enum sf_mux_status st, const char *why,
+                          const char *peer, const char *service) {
+        if (f) {
+                sf_fwd_note_error(f, &f->stats->err_other, why);
+                if (sf_fwd_ratelimit(f))
+                        sf_log(SF_LOG_WARN, f->conf->name, 0, "unknown service: %s asked for %s: %s", peer,
+                               service[0] ? service : "none", why);
+        }
+        sf_mux_stream_refuse(s, st, why);
+        sf_mux_stream_close(s);
+}
+
+/* A listener's link: the service of its group that answers the name. */
+static void listener_stream(void *owner, struct sf_mux_stream *s, const char *service, bool by_default, bool probe,
+                            const char *peer) {
+        struct sf_fwd *lf = owner;
+        char why[SF_MUX_REASON_MAX + 1], label[SF_MUX_SERVICE_MAX + 16];
+        struct sf_fwd *f = sf_fwd_service(lf, service, by_default, why, sizeof why);
+        if (!f) {
+                stream_refuse(lf, s, SF_MUX_UNKNOWN_SERVICE, why, peer, service);
+                return;
+        }
+        snprintf(label, sizeof label, "service %s", f->conf->service);
+        sf_conn_new_stream(f, s, probe, label);
+}
+
+static const struct sf_link_route listener_route = { .stream = listener_stream };
+
+void sf_relay_stream_new(struct sf_relay *relay, struct sf_mux_stream *s, const char *service, bool probe) {
+        struct sf_fwd *f = NULL;
+        char why[SF_MUX_REASON_MAX + 1], label[SF_MUX_SERVICE_MAX + 16];
+        for (size_t i = 0; i < relay->n_fwds && !f; i++)
+                if (strcmp(relay->fwds[i]->conf.name, service) == 0)
+                        f = &relay->fwds[i]->f;
+        if (!f) {
+                /* The far end got its sections from us: a name we do not know is another
+                 * configuration's (an exec that outlived a restart of attach). */
+                snprintf(why, sizeof why, "no forward named \"%s\" on the host (attach knows ", service);
+                for (size_t i = 0; i < relay->n_fwds; i++)
+                        snprintf(why + strlen(why), sizeof why - strlen(why), "%s%s", i ? ", " : "",
+                                 relay->fwds[i]->conf.name);
+                snprintf(why + strlen(why), sizeof why - strlen(why), ")");
+                stream_refuse(relay->n_fwds ? &relay->fwds[0]->f : NULL, s, SF_MUX_UNKNOWN_SERVICE, why, "the far end",
+                              service);
+                return;
+        }
+        snprintf(label, sizeof label, "[%s]", f->conf->name);
+        sf_conn_new_stream(f, s, probe, label);
+}
+
+/* The limits of the link set of the listener f owns (its services' together). */
+static void links_in_limits(struct sf_fwd *f) {
+        char offers[SF_HS_REASON_MAX + 1];
+        struct sf_link_server_limits lim;
+        if (!f->links_in || f->group)
+                return;
+        sf_fwd_offers(f, offers, sizeof offers, &lim);
+        sf_link_server_set_limits(f->links_in, &lim);
+}
+
+/* Ends the links f's listener accepted (their streams end): the relay stops, or a removed
+ * forward's drain-timeout is over. */
+static void links_in_close(struct sf_fwd *f) {
+        sf_link_server_free(f->links_in);
+        f->links_in = NULL;
 }
 
 /* A forward's run-time object for fc of conf, its token read (a rotated one: a reload). */
@@ -120,6 +196,12 @@ static int fwd_new(struct sf_relay *relay, const struct sf_conf *conf, const str
         w->f.conn_gone = on_conn_gone;
         w->f.fatal = on_fwd_fatal;
         int e = sf_fwd_init(&w->f, conf, &w->conf, relay->loop, relay->pool, &relay->eng);
+        /* The shared links its listener may accept (a forward with auth = token): their limits
+         * follow once its services are known (links_in_limits). */
+        struct sf_link_server_limits lim = { .max_streams = 1, .max_links = 1 };
+        if (e == 0 && w->f.has_key)
+                e = sf_link_server_new(relay->loop, relay->pool, &relay->eng, &listener_route, &w->f, &lim,
+                                       &w->f.links_in);
         if (e < 0) {
                 fwd_destroy(relay, w);
                 return e;
@@ -153,6 +235,8 @@ static void groups_link(struct rfwd *const *fwds, size_t n) {
                         tail = &(*tail)->next_service;
                 *tail = f;
         }
+        for (size_t i = 0; i < n; i++)
+                links_in_limits(&fwds[i]->f);
 }
 
 bool sf_relay_link_stats(const struct sf_relay *relay, size_t i, struct sf_link_stats *st, const char **forward) {
@@ -165,12 +249,13 @@ bool sf_relay_link_stats(const struct sf_relay *relay, size_t i, struct sf_link_
         i -= n;
         for (size_t k = 0; k < relay->n_fwds; k++) {
                 const struct sf_fwd *f = &relay->fwds[k]->f;
-                if (i < f->links_in.n) {
-                        sf_link_stats_get(sf_conn_link_at(f, i), st);
+                size_t m = sf_link_server_size(f->links_in);
+                if (i < m) {
+                        sf_link_stats_get(sf_link_server_at(f->links_in, i), st);
                         *forward = f->conf->name;
                         return true;
                 }
-                i -= f->links_in.n;
+                i -= m;
         }
         return false;
 }
@@ -217,9 +302,6 @@ static int fwd_links_open(struct sf_relay *relay, struct sf_fwd *f) {
                 .connect_timeout_ms = c->connect_timeout_ms,
                 .handshake_timeout_ms = c->handshake_timeout_ms,
                 .keepalive_ms = c->keepalive_ms,
-                /* The host opens no streams toward us; the windows bound what it may send
-                 * unread (doc/PROTOCOL.md "Flow control"). */
-                .mux = { .max_streams = 16, .stream_window = 256 * 1024, .link_window = 8 * 1024 * 1024 },
                 .eng = &relay->eng,
         };
         for (size_t k = 0; k < c->n_connect; k++) {
@@ -320,30 +402,6 @@ void sf_relay_use_link(struct sf_relay *relay, struct sf_link_entry *e) {
         }
 }
 
-void sf_relay_stream_new(struct sf_relay *relay, struct sf_mux_stream *s, const char *service, bool probe) {
-        struct sf_fwd *f = NULL;
-        char why[SF_MUX_REASON_MAX + 1];
-        for (size_t i = 0; i < relay->n_fwds && !f; i++)
-                if (strcmp(relay->fwds[i]->conf.name, service) == 0)
-                        f = &relay->fwds[i]->f;
-        if (!f) {
-                /* The far end got its sections from us: a name we do not know is another
-                 * configuration's (an exec that outlived a restart of attach). */
-                snprintf(why, sizeof why, "no forward named \"%s\" on the host (attach knows ", service);
-                for (size_t i = 0; i < relay->n_fwds; i++)
-                        snprintf(why + strlen(why), sizeof why - strlen(why), "%s%s", i ? ", " : "",
-                                 relay->fwds[i]->conf.name);
-                snprintf(why + strlen(why), sizeof why - strlen(why), ")");
-                sf_log(SF_LOG_WARN, NULL, 0, "unknown service: %s", why);
-                sf_mux_stream_refuse(s, SF_MUX_UNKNOWN_SERVICE, why);
-                sf_mux_stream_close(s);
-                return;
-        }
-        char label[SF_MUX_SERVICE_MAX + 16];
-        snprintf(label, sizeof label, "[%s]", f->conf->name);
-        sf_conn_new_stream(f, s, probe, label);
-}
-
 /* Runs body with f set to every forward, the current ones and those a reload retired (body may
  * free the retired one it is given). */
 #define EACH_FWD(relay, f, body)                                                                             \
@@ -361,7 +419,7 @@ void sf_relay_stream_new(struct sf_relay *relay, struct sf_mux_stream *s, const 
 
 static size_t active_total(const struct sf_relay *relay) {
         size_t n = 0;
-        EACH_FWD(relay, f, n += f->stats.active);
+        EACH_FWD(relay, f, n += f->stats->active);
         return n;
 }
 
@@ -387,7 +445,7 @@ static void maybe_stopped(struct sf_relay *relay) {
                 return;
         /* Every connection is gone: the links they used go too (their handles close in the
          * loop's last turns). */
-        EACH_FWD(relay, f, sf_conn_links_close(f));
+        EACH_FWD(relay, f, links_in_close(f));
         EACH_FWD(relay, f, fwd_links_put(relay, f));
         sf_link_table_free(relay->links);
         relay->links = NULL;
@@ -494,7 +552,8 @@ void sf_relay_stop(struct sf_relay *relay, uint64_t drain_ms, sf_relay_stopped_c
          * the host gets GOAWAY. */
         EACH_FWD(relay, f, {
                 fwd_unlisten(f);
-                sf_conn_links_drain(f);
+                if (f->links_in)
+                        sf_link_server_drain(f->links_in);
         });
         /* Said once the listeners are closed, so that it is true when read. */
         sf_log(SF_LOG_INFO, NULL, 0, "stopping: no new connections%s", n ? ", draining the open ones" : "");
@@ -536,15 +595,16 @@ static void on_sweep(uv_timer_t *t) {
                 struct rfwd *w = sf_list_entry(n, struct rfwd, retired_node);
                 if (w->drain_until && now >= w->drain_until) {
                         w->drain_until = 0;
-                        if (w->f.stats.active)
+                        if (w->f.stats->active)
                                 sf_log(SF_LOG_WARN, w->conf.name, 0,
                                        "drain timeout: closing %llu connection%s of this removed forward",
-                                       (unsigned long long)w->f.stats.active, w->f.stats.active == 1 ? "" : "s");
+                                       (unsigned long long)w->f.stats->active, w->f.stats->active == 1 ? "" : "s");
                         sf_conn_close_all(&w->f, "drain timeout");
-                        sf_conn_links_close(&w->f);
+                        links_in_close(&w->f);
                 }
                 /* The connections close in later turns: their conn_gone sweeps again. */
-                if (w->f.n_conns_allocated == 0 && !sf_conn_links_close_idle(&w->f) && !w->closing) {
+                if (w->f.n_conns_allocated == 0 && !(w->f.links_in && sf_link_server_close_idle(w->f.links_in)) &&
+                    !w->closing) {
                         sf_log(SF_LOG_DEBUG, w->conf.name, 0, "the forward a reload retired is gone");
                         fwd_destroy(relay, w);
                         continue;
@@ -553,7 +613,7 @@ static void on_sweep(uv_timer_t *t) {
                         next = w->drain_until;
                 /* A link's last stream may end after its connection is gone (the mux closes it
                  * in a later turn): looked at again within a second. */
-                if (!sf_list_empty(&w->f.links_in) && (!next || now + SWEEP_AGAIN_MS < next))
+                if (sf_link_server_size(w->f.links_in) && (!next || now + SWEEP_AGAIN_MS < next))
                         next = now + SWEEP_AGAIN_MS;
         }
         if (next)
@@ -592,10 +652,16 @@ static void listener_handover(struct sf_fwd *from, struct sf_fwd *to) {
                 close_fwd_handle(from, watch);
         to->listener = from->listener;
         from->listener = (struct sf_listener){ .fd = -1, .family = to->listener.family };
-        if (same_key(from, to))
-                sf_conn_links_move(from, to);
-        else
-                sf_conn_links_drain(from);
+        if (same_key(from, to) && from->links_in && to->links_in) {
+                /* The links and their streams go on with the new owner (and its limits). */
+                struct sf_link_server *ls = to->links_in;
+                to->links_in = from->links_in;
+                from->links_in = ls;
+                sf_link_server_set_owner(to->links_in, to);
+                sf_link_server_set_owner(from->links_in, from);
+        } else if (from->links_in) {
+                sf_link_server_drain(from->links_in);
+        }
         if (!sf_conf_forward_listen_equal(from->conf, to->conf))
                 sf_log(SF_LOG_WARN, to->conf->name, 0,
                        "%s keeps its socket: a new mode, owner or group applies when it is bound again (a restart, "
@@ -607,9 +673,10 @@ static void listener_handover(struct sf_fwd *from, struct sf_fwd *to) {
  * get conf's drain-timeout. */
 static void fwd_retire(struct sf_relay *relay, const struct sf_conf *conf, struct rfwd *w, bool removed) {
         struct sf_fwd *f = &w->f;
-        size_t n = f->stats.active;
+        size_t n = f->stats->active;
         fwd_unlisten(f);
-        sf_conn_links_drain(f);
+        if (f->links_in)
+                sf_link_server_drain(f->links_in);
         f->group = f->next_service = NULL;
         w->retired = true;
         if (removed) {
@@ -628,6 +695,7 @@ static void fwd_retire(struct sf_relay *relay, const struct sf_conf *conf, struc
 /* What a reload does with one forward of the new configuration. */
 struct plan {
         enum { KEPT, ADDED, CHANGED } kind;
+        struct rfwd *old;  /* CHANGED: the running forward of that name */
         struct rfwd *from; /* the running forward whose listening socket it takes, if any */
         bool bound;        /* its socket was bound by the reload */
 };
@@ -662,6 +730,7 @@ int sf_relay_reload(struct sf_relay *relay, const struct sf_conf *conf, struct s
                 } else {
                         next[i] = cand;
                         plan[i].kind = old ? CHANGED : ADDED;
+                        plan[i].old = old;
                 }
         }
         for (size_t i = 0; i < n; i++) {
@@ -681,9 +750,14 @@ int sf_relay_reload(struct sf_relay *relay, const struct sf_conf *conf, struct s
         }
 
         /* Step 2: cannot fail. */
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; i < n; i++) {
+                /* A changed forward goes on counting where it was: its open connections (the
+                 * old object's) and its new ones in one set of counters. */
+                if (plan[i].kind == CHANGED)
+                        sf_fwd_stats_share(&next[i]->f, &plan[i].old->f);
                 if (plan[i].from && plan[i].from != next[i])
                         listener_handover(&plan[i].from->f, &next[i]->f);
+        }
         for (size_t j = 0; j < relay->n_fwds; j++) {
                 struct rfwd *w = relay->fwds[j];
                 bool kept = false, named = false;
@@ -756,7 +830,7 @@ void sf_relay_free(struct sf_relay *relay) {
         if (!relay)
                 return;
         sf_engine_free(&relay->eng);
-        EACH_FWD(relay, f, sf_conn_links_close(f));
+        EACH_FWD(relay, f, links_in_close(f));
         while (relay->retired.first)
                 fwd_destroy(relay, sf_list_entry(relay->retired.first, struct rfwd, retired_node));
         for (size_t i = 0; i < relay->n_fwds; i++)

@@ -14,6 +14,7 @@
 #include "conf/log.h"
 #include "conf/value.h"
 #include "relay/engine/bufpool.h"
+#include "relay/link/client.h"
 #include "relay/link/frames.h"
 #include "relay/link/messages.h"
 #include "relay/link/mux.h"
@@ -89,81 +90,68 @@ static uint64_t status_ms(const struct sf_forward *f) {
         return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
-/* Reads until have == want; 1 done (or, for a greeting, as soon as it cannot be one), 0 end
- * of file, -ETIMEDOUT or -errno. */
-static int read_exact(int fd, uint8_t *buf, size_t *have, size_t want, bool greeting, int64_t deadline) {
-        while (*have < want) {
-                ssize_t n = sf_netio_read(fd, buf + *have, want - *have, deadline);
-                if (n <= 0)
-                        return (int)n;
-                *have += (size_t)n;
-                /* A greeting is checked as it arrives, so a stray service is named at once. */
-                if (greeting && sf_hs_prefix_check(buf, *have, NULL) < 0)
-                        return 1;
-        }
-        return 1;
-}
-
-/* The client half of the handshake with flags (doc/PROTOCOL.md): the probe flag, or the link
- * flag for a shared link. Returns the kind of failure, SF_LINK_OK when the host relay confirmed
- * its upstream (probe) or the link (its reason, the services it offers, in p->offers).
- * *old_peer (when not NULL) says the host relay does not know links: the link flag was the
- * frame's fault, not the token's. */
-static enum sf_link_err probe_link(int fd, struct probe *p, uint8_t flags, bool *old_peer) {
-        const char *ep = p->ep->text;
-        uint8_t buf[SF_HS_STATUS_MAX];
-        size_t have = 0;
-        uint8_t version = 0;
-
+/* The client half of the handshake (relay/link/client.h) with flags: the probe flag, with the
+ * link flag for a shared link; a per-connection probe names the service as a client's
+ * connection does. Returns the kind of failure, SF_LINK_OK when the host relay confirmed its
+ * upstream (probe) or the link (its reason, the services it offers, in p->offers). *old_peer
+ * (when not NULL) says the host relay does not know the flags we sent: ask it again without. */
+static enum sf_link_err probe_link(int fd, struct probe *p, uint8_t flags, const char *service, bool *old_peer) {
+        struct sf_hs_client h = {
+                .key = p->key,
+                .ep = p->ep->text,
+                .token_file = p->token_file,
+                .forward = p->f->name,
+                .flags = flags,
+                .service = service,
+                .service_set = p->f->service_set,
+        };
         /* Each wait as long as a connection would wait, within --timeout. */
         uint64_t hello_ms = at_most(p->timeout_ms, p->f->handshake_timeout_ms);
-        int r = read_exact(fd, buf, &have, SF_HS_HELLO_LEN, true, earlier(p->deadline, sf_netio_deadline(hello_ms)));
-        int pr = sf_hs_prefix_check(buf, have, &version);
-        if (pr == -EPROTO) {
-                /* Quote a little more than the greeting's worth when the peer sent it already. */
-                ssize_t n = sf_netio_read_ready(fd, buf + have, BANNER_MAX > have ? BANNER_MAX - have : 0);
-                if (n > 0)
-                        have += (size_t)n;
-                return sf_link_wrong_peer(buf, have, ep, p->msg, p->cap);
+        int64_t deadline = earlier(p->deadline, sf_netio_deadline(hello_ms));
+        uint8_t buf[SF_HS_STATUS_MAX];
+        for (;;) {
+                /* A stray service's banner is recognisable by its first 40 bytes. */
+                size_t want = sf_hs_client_need(&h);
+                if (!h.hello_done && want < BANNER_MAX - h.have)
+                        want = BANNER_MAX - h.have;
+                ssize_t n = sf_netio_read(fd, buf, want, deadline);
+                if (n == -ETIMEDOUT) {
+                        sf_hs_client_timeout(&h, hello_ms);
+                        break;
+                }
+                if (n == 0) {
+                        sf_hs_client_eof(&h);
+                        break;
+                }
+                if (n < 0) {
+                        snprintf(p->msg, p->cap, "connection error: %s: %s", p->ep->text, strerror((int)-n));
+                        return SF_LINK_OTHER;
+                }
+                size_t used;
+                enum sf_hsc_step step = sf_hs_client_input(&h, buf, (size_t)n, &used);
+                if (step == SF_HSC_MORE)
+                        continue;
+                if (step == SF_HSC_FRAME) {
+                        uint8_t frame[SF_HSC_FRAME_MAX];
+                        size_t len = sf_hs_client_frame(&h, frame);
+                        deadline = earlier(p->deadline, sf_netio_deadline(status_ms(p->f)));
+                        int r = sf_netio_write_all(fd, frame, len, deadline);
+                        if (r < 0) {
+                                sf_hs_client_eof(&h);
+                                break;
+                        }
+                        continue;
+                }
+                if (step == SF_HSC_OLD_PEER && old_peer) {
+                        *old_peer = true;
+                        return SF_LINK_OTHER;
+                }
+                if (step == SF_HSC_OK)
+                        snprintf(p->offers, sizeof p->offers, "%s", h.reason);
+                break;
         }
-        if (pr == -EPROTONOSUPPORT)
-                return sf_link_version_mismatch(version, ep, p->msg, p->cap);
-        if (r == 0)
-                return sf_link_hello_eof(have, ep, p->msg, p->cap);
-        if (r == -ETIMEDOUT)
-                return sf_link_hello_timeout(hello_ms, ep, p->msg, p->cap);
-        if (r < 0) {
-                snprintf(p->msg, p->cap, "connection error: %s: %s", ep, strerror(-r));
-                return SF_LINK_OTHER;
-        }
-
-        uint8_t snonce[SF_HS_NONCE_LEN], cnonce[SF_HS_NONCE_LEN], frame[SF_HS_CLIENT_LEN];
-        sf_hs_hello_parse(buf, snonce, NULL);
-        sf_hs_nonce_new(cnonce);
-        sf_hs_client_build(frame, p->key, snonce, cnonce, flags);
-        int64_t deadline = earlier(p->deadline, sf_netio_deadline(status_ms(p->f)));
-        r = sf_netio_write_all(fd, frame, sizeof frame, deadline);
-        if (r == 0) {
-                have = 0;
-                r = read_exact(fd, buf, &have, 2, false, deadline);
-                if (r == 1)
-                        r = read_exact(fd, buf, &have, sf_hs_status_frame_len(buf, have), false, deadline);
-        }
-        if (r == -ETIMEDOUT)
-                return sf_link_status_timeout(ep, p->msg, p->cap);
-        if (r <= 0)
-                return sf_link_status_eof(ep, p->msg, p->cap);
-
-        enum sf_hs_status st;
-        char reason[SF_HS_REASON_MAX + 1];
-        r = sf_hs_status_parse(buf, have, p->key, snonce, cnonce, &st, reason);
-        if (old_peer && r == 0 && st == SF_HS_BAD_FRAME) {
-                *old_peer = true;
-                return SF_LINK_OTHER;
-        }
-        if (r == 0 && st == SF_HS_OK)
-                snprintf(p->offers, sizeof p->offers, "%s", reason);
-        return sf_link_status_explain(r, st, reason, ep, p->token_file, p->msg, p->cap);
+        snprintf(p->msg, p->cap, "%s", h.msg);
+        return h.kind;
 }
 
 /* ---- a shared link's candidate: a stream end to end --------------------------------------- */
@@ -217,8 +205,8 @@ static int mux_flush(int fd, struct sf_mux *m, int64_t deadline, char *why, size
  * answers, then ends the stream). The words are those a relay logs for a stream that fails. */
 static enum sf_link_err probe_stream(int fd, struct probe *p) {
         const char *ep = p->ep->text;
-        /* One stream, nothing much to read: HTTP/2's initial windows will do. */
-        const struct sf_mux_config cfg = { .max_streams = 1, .stream_window = 65535, .link_window = 65535 };
+        struct sf_mux_config cfg;
+        sf_mux_config_init(&cfg, SF_MUX_CLIENT_END_STREAMS);
         struct link_probe lp = { 0 };
         struct sf_bufpool *pool = sf_bufpool_new(1);
         struct sf_mux *m = NULL;
@@ -297,21 +285,31 @@ static bool is_net(const struct sf_endpoint *ep) {
         return ep->kind == SF_EP_TCP || ep->kind == SF_EP_VSOCK;
 }
 
-/* One connection with the probe flag, as a client of `link = per-connection` gets. */
+/* One connection with the probe flag, as a client of `link = per-connection` gets: it names
+ * the service as that client's connection does, and asks again without it a host relay from
+ * before services (which answers a forward that named none). */
 static bool probe_candidate_plain(struct probe *p) {
         char cause[300];
-        int fd = sf_netio_dial(p->ep, at_most(p->timeout_ms, p->f->connect_timeout_ms), cause, sizeof cause);
-        if (fd < 0) {
-                snprintf(p->msg, p->cap, "connect %s: %s", p->ep->text, cause);
-                return false;
+        bool old_peer = false;
+        for (int attempt = 0; attempt < 2; attempt++) {
+                int fd = sf_netio_dial(p->ep, at_most(p->timeout_ms, p->f->connect_timeout_ms), cause, sizeof cause);
+                if (fd < 0) {
+                        snprintf(p->msg, p->cap, "connect %s: %s", p->ep->text, cause);
+                        return false;
+                }
+                enum sf_link_err r =
+                        probe_link(fd, p, SF_HS_FLAG_PROBE, old_peer ? NULL : p->f->service, old_peer ? NULL : &old_peer);
+                sf_netio_close(fd);
+                if (!old_peer || attempt)
+                        return r == SF_LINK_OK;
         }
-        bool ok = probe_link(fd, p, SF_HS_FLAG_PROBE, NULL) == SF_LINK_OK;
-        sf_netio_close(fd);
-        return ok;
+        return false;
 }
 
 /* Probes one candidate: true when healthy; otherwise p->msg says why. */
 static bool probe_candidate(struct probe *p) {
+        if (p->key && is_net(p->ep) && p->f->link != SF_LINK_SHARED)
+                return probe_candidate_plain(p);
         char cause[300];
         int fd = sf_netio_dial(p->ep, at_most(p->timeout_ms, p->f->connect_timeout_ms), cause, sizeof cause);
         if (fd < 0) {
@@ -322,7 +320,7 @@ static bool probe_candidate(struct probe *p) {
         bool old_peer = false;
         if (p->key && is_net(p->ep) && p->f->link == SF_LINK_SHARED) {
                 /* The probe flag too: the host relay logs a health check's link at debug level. */
-                ok = probe_link(fd, p, SF_HS_FLAG_LINK | SF_HS_FLAG_PROBE, &old_peer) == SF_LINK_OK &&
+                ok = probe_link(fd, p, SF_HS_FLAG_LINK | SF_HS_FLAG_PROBE, NULL, &old_peer) == SF_LINK_OK &&
                      probe_stream(fd, p) == SF_LINK_OK;
                 p->shared = ok;
                 if (old_peer) {
@@ -331,8 +329,6 @@ static bool probe_candidate(struct probe *p) {
                         sf_netio_close(fd);
                         return probe_candidate_plain(p);
                 }
-        } else if (p->key && is_net(p->ep)) {
-                ok = probe_link(fd, p, SF_HS_FLAG_PROBE, NULL) == SF_LINK_OK;
         }
         sf_netio_close(fd);
         return ok;

@@ -64,7 +64,7 @@ int sf_cmd_version(int argc, char **argv) {
                 printf("platform: %s %s %s\n", u.sysname, u.release, u.machine);
         else
                 printf("platform: unknown (%s)\n", uv_strerror(r));
-        printf("build: static=%s portable=%s preload=%s\n", yes_no(SF_BUILD_STATIC), yes_no(SF_BUILD_PORTABLE),
-               yes_no(SF_BUILD_PRELOAD));
+        printf("build: static=%s portable=%s preload=%s%s\n", yes_no(SF_BUILD_STATIC), yes_no(SF_BUILD_PORTABLE),
+               yes_no(SF_BUILD_PRELOAD), SF_BUILD_TEST_HOOKS ? " test-hooks=yes (not for production)" : "");
         return 0;
 }

@@ -172,11 +172,6 @@ int sf_netio_write_all(int fd, const void *buf, size_t len, int64_t deadline) {
         return 0;
 }
 
-ssize_t sf_netio_read_ready(int fd, void *buf, size_t len) {
-        ssize_t n = recv(fd, buf, len, MSG_DONTWAIT);
-        return n < 0 ? -errno : n;
-}
-
 void sf_netio_close(int fd) {
         close(fd);
 }

@@ -29,9 +29,5 @@ ssize_t sf_netio_read(int fd, void *buf, size_t len, int64_t deadline);
 /* Writes all len bytes before deadline: 0, -ETIMEDOUT or -errno. */
 int sf_netio_write_all(int fd, const void *buf, size_t len, int64_t deadline);
 
-/* Reads what has arrived already, without waiting: the count, 0 at end of file, -EAGAIN when
- * nothing has, or -errno. */
-ssize_t sf_netio_read_ready(int fd, void *buf, size_t len);
-
 /* Closes a connection from sf_netio_dial. */
 void sf_netio_close(int fd);

@@ -209,20 +209,6 @@ ssize_t sf_netio_read(int fd, void *buf, size_t len, int64_t deadline) {
         }
 }
 
-ssize_t sf_netio_read_ready(int fd, void *buf, size_t len) {
-        struct slot *s = &slots[fd];
-        if (s->is_pipe) {
-                DWORD avail = 0;
-                if (!PeekNamedPipe(s->pipe, NULL, 0, NULL, &avail, NULL))
-                        return GetLastError() == ERROR_BROKEN_PIPE ? 0 : -sf_win_errno(GetLastError());
-                if (avail == 0)
-                        return -EAGAIN;
-                return pipe_io(s->pipe, false, buf, len < avail ? len : avail, -1);
-        }
-        int n = recv(s->sock, buf, (int)(len > INT_MAX ? INT_MAX : len), 0);
-        return n >= 0 ? n : -errno_wsa(WSAGetLastError());
-}
-
 int sf_netio_write_all(int fd, const void *buf, size_t len, int64_t deadline) {
         struct slot *s = &slots[fd];
         const char *p = buf;

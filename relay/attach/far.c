@@ -224,9 +224,8 @@ int sf_link_stdio_run(int in_fd, int out_fd, const struct sf_link_stdio_params *
         f.lp = (struct sf_link_params){
                 .name = "attach (stdin/stdout)",
                 .keepalive_ms = KEEPALIVE_MS,
-                /* attach opens no streams toward us; the windows bound what it may send unread. */
-                .mux = { .max_streams = 16, .stream_window = 256 * 1024, .link_window = 8 * 1024 * 1024 },
         };
+        sf_mux_config_init(&f.lp.mux, SF_MUX_CLIENT_END_STREAMS);
         uv_pipe_t *in = NULL, *out = NULL;
         int status = 1;
         if (!f.pool || pipe_of(&f.loop, in_fd, "stdin", &in) < 0 || pipe_of(&f.loop, out_fd, "stdout", &out) < 0) {

@@ -9,14 +9,14 @@
 
 #include "conf/log.h"
 #include "relay/attach/wire.h"
+#include "relay/link/backoff.h"
 #include "relay/engine/bufpool.h"
 #include "relay/link/link.h"
+#include "relay/link/server.h"
 #include "relay/link/mux.h"
 #include "relay/relay.h"
 #include "relay/sys/platform.h"
 
-#define BACKOFF_MIN_MS 100
-#define BACKOFF_MAX_MS 5000
 /* A run whose link stayed up this long was a good one: the next failure starts the backoff
  * over (a container restart re-attaches at once). */
 #define GOOD_RUN_MS 5000
@@ -26,10 +26,6 @@
 /* The link ended (its stdin is closed) but the command goes on: SIGTERM after this, SIGKILL
  * after as much again. */
 #define KILL_GRACE_MS 3000
-/* Streams and windows as a host relay's shared link (relay/conn/serve.c). */
-#define LINK_STREAMS_MAX 65535
-#define STREAM_WINDOW (256 * 1024)
-#define LINK_WINDOW (8 * 1024 * 1024)
 /* A line of the far end's stderr as logged (escaped, conf/log.h): longer ones are cut. */
 #define LINE_MAX_LEN 1024
 /* The far end's stderr lines logged a second at most; the rest are counted (a container that
@@ -46,7 +42,9 @@ struct sf_attach {
         struct sf_bufpool *pool;
         char *wire;
         size_t wire_len;
-        struct sf_link_params lp;
+        /* The exec's link, served as a host relay serves its listeners' (relay/link/server.h):
+         * one at a time, the one of the current run. */
+        struct sf_link_server *links;
 
         /* One run of the command: over once it exited, its link ended and its stderr closed. */
         bool running;
@@ -70,7 +68,7 @@ struct sf_attach {
         unsigned kill_stage;
 
         uv_timer_t timer; /* the backoff, or the grace after an exit or the link's end */
-        uint64_t backoff_ms;
+        struct sf_backoff backoff;
         unsigned handles; /* closes due: the timer, a process, a stderr pipe */
         bool draining, closing, timer_closed, closed;
         void (*close_cb)(void *data);
@@ -144,20 +142,19 @@ static void cfg_stream_new(struct sf_attach *a, struct sf_mux_stream *s) {
 
 /* ---- the link ------------------------------------------------------------------------------ */
 
-static void on_link_state(void *owner, struct sf_link *l) {
+static void on_link_up(void *owner, struct sf_link *l) {
+        (void)l;
         struct sf_attach *a = owner;
-        if (sf_link_state(l) != SF_LINK_UP)
-                return;
         a->was_up = a->ever_up = true;
         a->up_at = uv_now(a->loop);
         sf_log(SF_LOG_INFO, NULL, 0, "attached through %s: the far end binds %zu listen socket%s", a->p->what,
                a->conf->n_forwards, a->conf->n_forwards == 1 ? "" : "s");
 }
 
-static void on_stream_new(void *owner, struct sf_link *l, struct sf_mux_stream *s, const char *service,
-                          bool by_default, bool probe) {
-        (void)l;
+static void on_stream_new(void *owner, struct sf_mux_stream *s, const char *service, bool by_default, bool probe,
+                          const char *peer) {
         (void)by_default;
+        (void)peer;
         struct sf_attach *a = owner;
         if (!service[0]) {
                 cfg_stream_new(a, s);
@@ -169,16 +166,24 @@ static void on_stream_new(void *owner, struct sf_link *l, struct sf_mux_stream *
 static void on_link_ended(void *owner, struct sf_link *l) {
         struct sf_attach *a = owner;
         snprintf(a->cause, sizeof a->cause, "%s", sf_link_cause(l));
-        sf_link_close(a->link);
         a->link = NULL;
         run_check(a);
 }
 
-static const struct sf_link_ops link_ops = {
-        .state_changed = on_link_state,
-        .stream_new = on_stream_new,
+static const struct sf_link_route link_route = {
+        .stream = on_stream_new,
+        .up = on_link_up,
         .ended = on_link_ended,
 };
+
+/* The current run's link ends now (the command exited, or attach stops). */
+static void link_end(struct sf_attach *a, const char *cause) {
+        if (!a->link)
+                return;
+        snprintf(a->cause, sizeof a->cause, "%s", cause);
+        sf_link_server_close(a->links);
+        a->link = NULL;
+}
 
 /* ---- the far end's stderr ------------------------------------------------------------------ */
 
@@ -318,11 +323,7 @@ static void on_kill_timer(uv_timer_t *t) {
 
 static void on_exit_grace(uv_timer_t *t) {
         struct sf_attach *a = t->data;
-        if (a->link) {
-                snprintf(a->cause, sizeof a->cause, "the command exited");
-                sf_link_close(a->link);
-                a->link = NULL;
-        }
+        link_end(a, "the command exited");
         err_drop(a);
         run_check(a);
 }
@@ -384,7 +385,7 @@ static void run_over(struct sf_attach *a) {
                 return;
         }
         if (a->was_up && uv_now(a->loop) - a->up_at >= GOOD_RUN_MS)
-                a->backoff_ms = 0;
+                sf_backoff_reset(&a->backoff);
         if (next == SF_ATTACH_GIVE_UP && !a->ever_up) {
                 sf_log(SF_LOG_ERROR, NULL, 0, "cannot attach: %s ended (%s)%s%s", a->p->what, status, why[0] ? ": " : "",
                        why);
@@ -396,11 +397,7 @@ static void run_over(struct sf_attach *a) {
                 sf_log(SF_LOG_INFO, NULL, 0, "%s ended (%s) while stopping", a->p->what, status);
                 return;
         }
-        a->backoff_ms = a->backoff_ms ? a->backoff_ms * 2 : BACKOFF_MIN_MS;
-        if (a->backoff_ms > BACKOFF_MAX_MS)
-                a->backoff_ms = BACKOFF_MAX_MS;
-        /* Jitter: many attaches to an engine that comes back do not all exec at once. */
-        uint64_t wait = a->backoff_ms / 2 + randombytes_uniform((uint32_t)(a->backoff_ms / 2 + 1));
+        uint64_t wait = sf_backoff_next(&a->backoff);
         /* Logged once per change: an exec that keeps failing the same way is not news each time. */
         char said[sizeof a->last_said];
         snprintf(said, sizeof said, "%s%s%s", status, why[0] ? "; " : "", why);
@@ -494,8 +491,8 @@ static void spawn(struct sf_attach *a) {
         a->err = err;
         uv_read_start((uv_stream_t *)err, err_alloc, on_err_read);
         /* The far end's stdout is what we read, its stdin what we write. */
-        if (sf_link_adopt(a->loop, a->pool, &a->lp, &link_ops, a, SF_MUX_SERVER, (uv_stream_t *)out,
-                          (uv_stream_t *)in, NULL, &a->link) < 0) {
+        if (sf_link_server_adopt(a->links, a->p->what, false, (uv_stream_t *)out, (uv_stream_t *)in, NULL,
+                                 &a->link) < 0) {
                 a->link = NULL;
                 snprintf(a->cause, sizeof a->cause, "out of memory for the link");
         }
@@ -519,16 +516,16 @@ int sf_attach_new(uv_loop_t *loop, const struct sf_conf *conf, struct sf_relay *
                 free(a);
                 return -ENOMEM;
         }
-        uint64_t streams = 1; /* the configuration's */
+        /* Every forward's max-conns, and the configuration's stream. */
+        struct sf_link_server_limits lim = { .max_streams = 1, .keepalive_ms = p->keepalive_ms };
         for (size_t i = 0; i < conf->n_forwards; i++)
-                streams += conf->forwards[i].max_conns;
-        a->lp = (struct sf_link_params){
-                .name = p->what,
-                .keepalive_ms = p->keepalive_ms,
-                .mux = { .max_streams = (uint32_t)(streams < LINK_STREAMS_MAX ? streams : LINK_STREAMS_MAX),
-                         .stream_window = STREAM_WINDOW,
-                         .link_window = LINK_WINDOW },
-        };
+                lim.max_streams += conf->forwards[i].max_conns;
+        if (sf_link_server_new(loop, a->pool, NULL, &link_route, a, &lim, &a->links) < 0) {
+                sf_bufpool_free(a->pool);
+                free(a->wire);
+                free(a);
+                return -ENOMEM;
+        }
         uv_timer_init(loop, &a->timer);
         a->timer.data = a;
         *out = a;
@@ -540,8 +537,7 @@ void sf_attach_drain(struct sf_attach *a) {
         a->draining = true;
         if (!a->running)
                 uv_timer_stop(&a->timer);
-        if (a->link)
-                sf_link_drain(a->link);
+        sf_link_server_drain(a->links);
 }
 
 void sf_attach_close(struct sf_attach *a, void (*cb)(void *data), void *data) {
@@ -551,11 +547,7 @@ void sf_attach_close(struct sf_attach *a, void (*cb)(void *data), void *data) {
         a->close_cb = cb;
         a->close_data = data;
         uv_timer_stop(&a->timer);
-        if (a->link) {
-                snprintf(a->cause, sizeof a->cause, "attach stopped");
-                sf_link_close(a->link);
-                a->link = NULL;
-        }
+        link_end(a, "attach stopped");
         if (a->running)
                 run_check(a);
         else
@@ -565,6 +557,7 @@ void sf_attach_close(struct sf_attach *a, void (*cb)(void *data), void *data) {
 void sf_attach_free(struct sf_attach *a) {
         if (!a)
                 return;
+        sf_link_server_free(a->links);
         sf_bufpool_free(a->pool);
         free(a->wire);
         free(a);

@@ -38,7 +38,7 @@ const char *sf_conn_state_name(enum conn_state st) {
 const char *sf_conn_event_name(enum conn_event ev) {
         static const char *const names[EV_COUNT] = {
                 [EV_GREET] = "greet", [EV_DIAL] = "dial", [EV_DIAL_WAIT] = "dial-wait",
-                [EV_CONNECTED] = "connected", [EV_CONNECTED_LINK] = "connected-link", [EV_HELLO] = "hello",
+                [EV_CONNECTED] = "connected", [EV_STREAM_OPEN] = "stream-open", [EV_CONNECTED_LINK] = "connected-link", [EV_HELLO] = "hello",
                 [EV_STATUS_OK] = "status-ok", [EV_CAND_FAILED] = "candidate-failed", [EV_REFUSED] = "refused",
                 [EV_CLOSE] = "close",
         };
@@ -71,6 +71,11 @@ static void timer_arm(struct sf_conn *c) {
                 break;
         case ST_RELAYING:
                 ms = f->idle_timeout_ms;
+                /* A stream still waiting for a place under the host's stream limit waits no
+                 * longer than its dial may take. */
+                if (c->up_unanswered && c->stream[UPSTREAM] && !sf_mux_stream_sent(c->stream[UPSTREAM]) &&
+                    (!ms || c->dial_deadline - now < ms))
+                        ms = c->dial_deadline > now ? c->dial_deadline - now : 1;
                 break;
         case ST_LINGER:
                 ms = LINGER_MS;
@@ -101,6 +106,8 @@ static void progress(struct sf_conn *c) {
                 sf_conn_on_await_status(c);
                 return;
         case ST_RELAYING:
+                if (c->up_unanswered && !sf_conn_stream_answer(c))
+                        return;
                 if (c->greeting_check && c->rd[UPSTREAM]) {
                         /* The upstream's first bytes are looked at before the client gets them. */
                         int r = sf_dir_read(c, UPSTREAM);
@@ -112,7 +119,7 @@ static void progress(struct sf_conn *c) {
                         if (r > 0) {
                                 c->greeting_check = false;
                                 if (sf_conn_greeting_unexpected(c, msg, sizeof msg)) {
-                                        note_error(c, &c->fwd->stats.err_wrong_peer, msg);
+                                        note_error(c, &c->fwd->stats->err_wrong_peer, msg);
                                         if (sf_fwd_ratelimit(c->fwd))
                                                 sf_log(SF_LOG_ERROR, fname(c), c->id, "%s", msg);
                                         sf_conn_close(c, msg);
@@ -188,6 +195,8 @@ void sf_conn_event(struct sf_conn *c, enum conn_event ev) {
                 return;
         case EV_CONNECTED:
         case EV_STATUS_OK:
+                free(c->up);
+                c->up = NULL;
                 timer_arm(c);
                 sf_conn_cand_good(c);
                 /* Toward a candidate without a handshake, the early bytes held for one with a
@@ -200,11 +209,41 @@ void sf_conn_event(struct sf_conn *c, enum conn_event ev) {
                         return;
                 progress(c);
                 return;
-        case EV_CONNECTED_LINK:
-                c->hs_len = 0;
+        case EV_STREAM_OPEN:
+                /* Good once it answers (sf_conn_stream_answer): the client's bytes go at once
+                 * and are kept meanwhile, for the next candidate should it be refused. */
+                c->up_unanswered = true;
+                timer_arm(c);
+                if (sf_dir_hold_frame(c, NULL, 0) < 0) {
+                        sf_conn_close(c, "out of memory");
+                        return;
+                }
+                if (c->hs_server && !sf_conn_server_confirm(c))
+                        return;
+                if (c->stream[CLIENT] && !stream_answer(c))
+                        return;
+                progress(c);
+                return;
+        case EV_CONNECTED_LINK: {
+                const struct sf_forward *f = c->fwd->conf;
+                if (!c->up && !(c->up = malloc(sizeof *c->up))) {
+                        sf_conn_close(c, "out of memory");
+                        return;
+                }
+                /* The service goes with the frame, under the MAC, unless the candidate is a
+                 * relay from before services. */
+                *c->up = (struct sf_hs_client){
+                        .key = &c->fwd->key,
+                        .ep = cand_ep(c)->text,
+                        .token_file = c->fwd->token_file,
+                        .forward = f->name,
+                        .service = c->fwd->cand_plain[c->cand] ? NULL : f->service,
+                        .service_set = f->service_set,
+                };
                 timer_arm(c);
                 progress(c);
                 return;
+        }
         case EV_REFUSED:
                 sf_conn_dial_cancel(c);
                 timer_arm(c);
@@ -278,7 +317,7 @@ void sf_conn_io_error(struct sf_conn *c, int e) {
                                  cand_ep(c)->text, why);
                 else
                         snprintf(msg, sizeof msg, "upstream unavailable: %s", why);
-                note_error(c, &c->fwd->stats.err_upstream, msg);
+                note_error(c, &c->fwd->stats->err_upstream, msg);
                 if (sf_fwd_ratelimit(c->fwd))
                         sf_log(SF_LOG_ERROR, fname(c), c->id, "%s; closing the client connection", msg);
                 sf_conn_close(c, msg);
@@ -325,8 +364,8 @@ void sf_conn_close(struct sf_conn *c, const char *reason) {
 
         struct sf_fwd *fwd = c->fwd;
         sf_list_remove(&fwd->conns, &c->node);
-        fwd->stats.active--;
-        fwd->stats.closed++;
+        fwd->stats->active--;
+        fwd->stats->closed++;
         sf_conn_preauth_leave(c);
 
         /* The memory waits for the timer's close callback, after any event of the current
@@ -338,6 +377,8 @@ void sf_conn_close(struct sf_conn *c, const char *reason) {
         sf_conn_dial_cancel(c);
         free(c->fails);
         c->fails = NULL;
+        free(c->up);
+        c->up = NULL;
         uv_close((uv_handle_t *)&c->timer, on_timer_closed);
 }
 
@@ -368,6 +409,8 @@ void sf_conn_on_ready(struct sf_conn *c, int side, uint32_t events) {
                 sf_conn_dial_ready(c, events);
                 return;
         }
+        if (side == UPSTREAM && c->up_unanswered && !sf_conn_stream_answer(c))
+                return; /* its stream was refused: the next candidate has it */
         if (events & SF_EV_ERR) {
                 /* The socket's own error says what happened; reading it also clears it. */
                 int err = sf_side_error(c, side);
@@ -397,7 +440,11 @@ static void on_timer(uv_timer_t *t) {
                 sf_conn_close(c, "linger over");
                 return;
         case ST_RELAYING: {
+                if (sf_conn_stream_unsent(c))
+                        return;
                 uint64_t idle = c->fwd->conf->idle_timeout_ms, now = uv_now(c->fwd->loop);
+                if (!idle)
+                        return;
                 if (now - c->last_activity >= idle) {
                         sf_log(SF_LOG_DEBUG, fname(c), c->id, "idle for %llums: closing",
                                (unsigned long long)idle);
@@ -419,8 +466,8 @@ static void on_timer(uv_timer_t *t) {
 static void conn_link(struct sf_conn *c, struct sf_fwd *fwd) {
         c->fwd = fwd;
         sf_list_push_back(&fwd->conns, &c->node);
-        fwd->stats.active++;
-        fwd->stats.total++;
+        fwd->stats->active++;
+        fwd->stats->total++;
         fwd->n_conns_allocated++;
 }
 
@@ -431,25 +478,26 @@ void sf_conn_move(struct sf_conn *c, struct sf_fwd *to) {
         /* The listener's forward counted it while it was unauthenticated; it is the service's
          * from now on, as if that one had accepted it. */
         sf_list_remove(&from->conns, &c->node);
-        from->stats.active--;
-        from->stats.total--;
-        from->n_conns_allocated--;
+        from->stats->active--;
+        from->stats->total--;
         conn_link(c, to);
         c->dir[CLIENT].copy_only = true;
+        /* Its memory is to's to wait for now: from counts one allocation less (and may resume
+         * accepting, or finish stopping). */
         sf_fwd_conn_gone(from);
 }
 
 int sf_conn_new_stream(struct sf_fwd *fwd, struct sf_mux_stream *s, bool probe, const char *label) {
         /* Connections still in their handshake do not count: a flood of them must not keep an
          * authenticated link's streams out (the pre-auth budget bounds them on its own). */
-        if (fwd->stats.active - fwd->preauth.all.n >= fwd->conf->max_conns || !fwd->listen_started) {
+        if (fwd->stats->active - fwd->preauth.all.n >= fwd->conf->max_conns || !fwd->listen_started) {
                 char why[SF_MUX_REASON_MAX + 1];
                 if (fwd->listen_started)
                         snprintf(why, sizeof why, "%s serves max-conns = %u connections already", label,
                                  fwd->conf->max_conns);
                 else
                         snprintf(why, sizeof why, "the host side is stopping (%s)", label);
-                sf_fwd_note_error(fwd, &fwd->stats.err_other, why);
+                sf_fwd_note_error(fwd, &fwd->stats->err_other, why);
                 sf_mux_stream_refuse(s, SF_MUX_BUSY, why);
                 sf_mux_stream_close(s);
                 return -EBUSY;
@@ -467,7 +515,7 @@ int sf_conn_new_stream(struct sf_fwd *fwd, struct sf_mux_stream *s, bool probe, 
         c->timer.data = c;
         c->last_activity = uv_now(fwd->loop);
         conn_link(c, fwd);
-        fwd->stats.streams_opened++;
+        fwd->stats->streams_opened++;
         sf_side_attach_stream(c, CLIENT, s);
         c->stream_probe = probe;
         sf_conn_event(c, EV_DIAL);

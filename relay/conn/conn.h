@@ -19,17 +19,5 @@ void sf_conn_close(struct sf_conn *c, const char *reason);
  * closed. 0, -EBUSY or -ENOMEM. */
 struct sf_mux_stream;
 int sf_conn_new_stream(struct sf_fwd *fwd, struct sf_mux_stream *s, bool probe, const char *label);
-/* A host relay's shared links that a listener (fwd, the owner of its services) accepted:
- * drain takes no new streams on them (GOAWAY), close ends them. */
-void sf_conn_links_drain(struct sf_fwd *fwd);
-void sf_conn_links_close(struct sf_fwd *fwd);
-/* A reload gave the listener to another forward object (the same token): its links and their
- * services are to's from now on. */
-void sf_conn_links_move(struct sf_fwd *from, struct sf_fwd *to);
-/* Ends fwd's links that carry no stream (drained ones of a listener a reload closed); true
- * while some remain. */
-bool sf_conn_links_close_idle(struct sf_fwd *fwd);
-/* The i-th of them (for stats), NULL past the last. */
-struct sf_link *sf_conn_link_at(const struct sf_fwd *fwd, size_t i);
 /* Closes every open connection of fwd (the drain timeout at shutdown). */
 void sf_conn_close_all(struct sf_fwd *fwd, const char *reason);

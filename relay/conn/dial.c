@@ -78,7 +78,7 @@ void sf_conn_cand_good(struct sf_conn *c) {
         if (fwd->last_good != c->cand)
                 sf_log(SF_LOG_DEBUG, fname(c), c->id, "using %s", cand_ep(c)->text);
         fwd->last_good = c->cand;
-        fwd->stats.candidate = c->cand;
+        fwd->stats->candidate = c->cand;
         free(c->fails);
         c->fails = NULL;
 }
@@ -87,7 +87,7 @@ void sf_conn_cand_good(struct sf_conn *c) {
  * last one. */
 static void cand_failed(struct sf_conn *c, int e, const char *detail) {
         const struct sf_endpoint *ep = cand_ep(c);
-        struct sf_relay_stats *st = &c->fwd->stats;
+        struct sf_relay_stats *st = c->fwd->stats;
         char cause[220], msg[300];
         if (detail)
                 snprintf(cause, sizeof cause, "%s", detail);
@@ -233,8 +233,8 @@ static void link_down_failed(struct sf_conn *c, struct sf_link *l) {
         /* Counted as the link's own failure: a client that found the link refused for a wrong
          * token is an auth failure, as it would have been over sockferry/1. */
         uint64_t *counter = st.refused                       ? sf_conn_link_counter(c, st.refused_kind)
-                            : st.state == SF_LINK_CONNECTING ? &c->fwd->stats.err_timeout
-                                                             : &c->fwd->stats.err_refused;
+                            : st.state == SF_LINK_CONNECTING ? &c->fwd->stats->err_timeout
+                                                             : &c->fwd->stats->err_refused;
         sf_conn_cand_failed(c, counter, true, msg);
 }
 
@@ -250,7 +250,7 @@ static void link_open_failed(struct sf_conn *c, int err) {
                          "link to %s: the host relay takes no new streams (it is stopping; new clients get "
                          "through once it runs again)",
                          cand_ep(c)->text);
-        sf_conn_cand_failed(c, &c->fwd->stats.err_refused, true, msg);
+        sf_conn_cand_failed(c, &c->fwd->stats->err_refused, true, msg);
 }
 
 /* The stream is the upstream: no TCP connect, no handshake, the client's bytes go at once.
@@ -263,7 +263,11 @@ static int link_open(struct sf_conn *c, struct sf_link *l) {
                 return err ? err : -EAGAIN;
         c->upstream_family = AF_UNSPEC;
         sf_side_attach_stream(c, UPSTREAM, s);
-        c->fwd->stats.streams_opened++;
+        c->fwd->stats->streams_opened++;
+        if (!sf_mux_stream_sent(s))
+                sf_log(SF_LOG_DEBUG, fname(c), c->id,
+                       "link to %s: the host relay's stream limit is reached: this stream waits for a place",
+                       cand_ep(c)->text);
         /* A client writes right after its connect, so its first bytes are usually in the socket
          * already when it is accepted; the edge saying so would come only on the next turn,
          * after the stream's HEADERS went out alone. Reading now puts those bytes in the same
@@ -271,10 +275,67 @@ static int link_open(struct sf_conn *c, struct sf_link *l) {
          * wake-up of the host relay instead of two. A client that waits for the server first
          * costs one read that finds nothing. */
         c->rd[CLIENT] = true;
-        sf_conn_event(c, EV_CONNECTED);
+        sf_conn_event(c, EV_STREAM_OPEN);
         return 0;
 }
 
+bool sf_conn_stream_answer(struct sf_conn *c) {
+        struct sf_mux_stream *s = c->stream[UPSTREAM];
+        if (!s)
+                return true;
+        int err = sf_mux_stream_error(s);
+        if (!err) {
+                /* Its status, or the upstream's bytes or end (a held answer comes with them). */
+                if (sf_mux_stream_status(s) != 0 && !sf_mux_stream_unread(s) && !c->rdhup[UPSTREAM])
+                        return true;
+                c->up_unanswered = false;
+                sf_dir_hold_drop(c);
+                sf_conn_cand_good(c);
+                return true;
+        }
+        /* Refused, or reset before any answer: while every byte the client sent is still here,
+         * the next candidate gets them, as a refused handshake's would. */
+        if (!c->dir[CLIENT].held)
+                return true; /* the relay step reports it (sf_conn_io_error) */
+        c->up_unanswered = false;
+        char msg[600];
+        const char *why = sf_mux_stream_reason(s);
+        int st = sf_mux_stream_status(s);
+        uint64_t *counter = &c->fwd->stats->err_upstream;
+        if (st > 0 && st != SF_MUX_UPSTREAM_UNAVAILABLE) {
+                snprintf(msg, sizeof msg, "upstream unavailable: the host relay at %s refused the stream: %s",
+                         cand_ep(c)->text, why);
+                counter = st == SF_MUX_BUSY ? &c->fwd->stats->err_upstream : &c->fwd->stats->err_wrong_peer;
+        } else if (st > 0) {
+                snprintf(msg, sizeof msg, "upstream unavailable: the host relay at %s could not reach its upstream: %s",
+                         cand_ep(c)->text, why);
+        } else {
+                snprintf(msg, sizeof msg, "upstream unavailable: %s", why);
+                counter = &c->fwd->stats->err_refused;
+        }
+        sf_conn_cand_failed(c, counter, false, msg);
+        return false;
+}
+
+bool sf_conn_stream_unsent(struct sf_conn *c) {
+        struct sf_mux_stream *s = c->stream[UPSTREAM];
+        if (!c->up_unanswered || !s || sf_mux_stream_sent(s))
+                return false;
+        c->up_unanswered = false;
+        char msg[400];
+        snprintf(msg, sizeof msg,
+                 "upstream unavailable: link to %s: no stream free within %llums (the host relay's stream limit is "
+                 "reached: raise max-conns there)",
+                 cand_ep(c)->text, (unsigned long long)c->fwd->conf->connect_timeout_ms);
+        sf_conn_cand_failed(c, &c->fwd->stats->err_timeout, false, msg);
+        return true;
+}
+
+/* The link's dial ended: a client waiting for it goes on at once, through the link that came
+ * up, or to its next candidate (or its end) with the cause of a refused or unreachable host, as
+ * a connection of its own would have. After a failure the next attempt may mend (a close before
+ * the greeting: a host relay restarting) the last candidate waits for that attempt, within its
+ * connect-timeout. */
 static void on_link_state(struct sf_link_waiter *w, struct sf_link *l) {
         struct sf_conn *c = sf_list_entry(w, struct sf_conn, waiter);
         enum sf_link_state st = sf_link_state(l);
@@ -283,8 +344,8 @@ static void on_link_state(struct sf_link_waiter *w, struct sf_link *l) {
         if (st == SF_LINK_DOWN && c->tries + 1 >= c->fwd->conf->n_connect) {
                 struct sf_link_stats ls;
                 sf_link_stats_get(l, &ls);
-                if (!ls.refused)
-                        return; /* the last candidate: wait for the next attempt, until connect-timeout */
+                if (!ls.fail_now)
+                        return;
         }
         link_wait_cancel(c);
         if (st == SF_LINK_DOWN) {
@@ -311,15 +372,18 @@ static bool link_dial(struct sf_conn *c) {
         case SF_LINK_CLOSED:
                 return false; /* a relay from before links: one connection per client */
         case SF_LINK_DOWN: {
-                /* Another candidate is tried at once; so is the end when the host refused the
-                 * link (its answer will be the same): only a link that may come back in time
-                 * (refused connections, a restart) is waited for. */
+                /* Another candidate is tried at once (the link is dialled again meanwhile, for
+                 * the next client); so is the end when the host refused the link (its answer
+                 * will be the same). The last candidate dials now and waits for that dial. */
                 struct sf_link_stats st;
                 sf_link_stats_get(l, &st);
                 if (st.refused || c->tries + 1 < c->fwd->conf->n_connect) {
+                        if (!st.refused)
+                                sf_link_hurry(l);
                         link_down_failed(c, l);
                         return true;
                 }
+                /* The last candidate: wait for the attempt that starts now (sf_link_wait). */
                 break;
         }
         case SF_LINK_CONNECTING:

@@ -138,9 +138,9 @@ void sf_dir_release(struct sf_conn *c, int from) {
 
 void sf_dir_count(struct sf_conn *c, int from, size_t n) {
         if (from == CLIENT)
-                c->fwd->stats.bytes_up += n;
+                c->fwd->stats->bytes_up += n;
         else
-                c->fwd->stats.bytes_down += n;
+                c->fwd->stats->bytes_down += n;
 }
 
 void sf_dir_pass_eof(struct sf_conn *c, int from) {
@@ -197,7 +197,11 @@ bool sf_dir_room(struct sf_conn *c, int from) {
 
 ssize_t sf_dir_read_some(struct sf_conn *c, int from) {
         struct dir *d = &c->dir[from];
-        if (d->off == d->len)
+        /* Held bytes are kept for another candidate until the stream answers; a client that
+         * sends a whole buffer before that commits to this candidate. */
+        if (d->held && d->len == SF_BUF_SIZE)
+                sf_dir_hold_drop(c);
+        if (d->off == d->len && !d->held)
                 d->off = d->len = 0;
         if (d->bulk && !d->len && !d->copy_only &&
             (d->pipe.rd >= 0 || sf_sock_pipe_get(c->fwd->eng, &d->pipe) == 0)) {
@@ -308,10 +312,12 @@ int sf_dir_hold_frame(struct sf_conn *c, const uint8_t *frame, size_t len) {
                 return -EINVAL;
         if (!d->buf && !(d->buf = sf_bufpool_get(c->fwd->pool)))
                 return -ENOMEM;
-        /* The first candidate with a handshake: nothing of the client's is held yet. */
+        /* The first candidate with a handshake (or a stream): nothing of the client's is held
+         * yet. */
         if (!d->held)
                 d->len = SF_HOLD_FRONT;
-        memcpy(d->buf + SF_HOLD_FRONT - len, frame, len);
+        if (len)
+                memcpy(d->buf + SF_HOLD_FRONT - len, frame, len);
         d->off = (uint32_t)(SF_HOLD_FRONT - len);
         d->held = true;
         return 0;
@@ -349,6 +355,15 @@ void sf_dir_hold_end(struct sf_conn *c, bool with_frame) {
         d->held = false;
         if (!with_frame)
                 d->off = SF_HOLD_FRONT;
+        if (!dir_pending(d))
+                sf_dir_release(c, CLIENT);
+}
+
+void sf_dir_hold_drop(struct sf_conn *c) {
+        struct dir *d = &c->dir[CLIENT];
+        if (!d->held)
+                return;
+        d->held = false;
         if (!dir_pending(d))
                 sf_dir_release(c, CLIENT);
 }

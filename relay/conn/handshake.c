@@ -10,6 +10,7 @@
 #include "conf/log.h"
 #include "relay/engine/bufpool.h"
 #include "relay/link/messages.h"
+#include "relay/link/server.h"
 
 /* The sockferry link handshake inside a connection (relay/link/frames.h has the frames): the
  * listening side greets, checks the client frame and answers with a status frame once its
@@ -19,7 +20,7 @@
  * a failure toward a candidate moves on to the next one. */
 
 uint64_t *sf_conn_link_counter(struct sf_conn *c, enum sf_link_err kind) {
-        struct sf_relay_stats *st = &c->fwd->stats;
+        struct sf_relay_stats *st = c->fwd->stats;
         switch (kind) {
         case SF_LINK_WRONG_PEER: return &st->err_wrong_peer;
         case SF_LINK_AUTH: return &st->err_auth;
@@ -80,17 +81,8 @@ static void client_refused(struct sf_conn *c, uint64_t *counter, const char *msg
                 sf_log(SF_LOG_WARN, fname(c), c->id, "%s", msg);
 }
 
-static void wrong_peer(struct sf_conn *c) {
-        char msg[300];
-        /* Quote a little more than a greeting's length when the peer already sent it: a
-         * banner such as SSH's is recognisable by its first 40 bytes. */
-        if (c->hs_len < 40) {
-                ssize_t n = sf_side_recv(c, UPSTREAM, c->hs + c->hs_len, 40 - c->hs_len);
-                if (n > 0)
-                        c->hs_len += (uint16_t)n;
-        }
-        link_failed(c, sf_link_wrong_peer(c->hs, c->hs_len, cand_ep(c)->text, msg, sizeof msg), msg);
-}
+/* How much of a stray service's first bytes a "wrong peer" quotes. */
+#define WRONG_PEER_QUOTE 40
 
 /* Reads up to want-hs_len bytes of a handshake frame. 1: complete, 0: more to come,
  * -1: connection closed (c->hs_len says how much arrived), -2: error (errno). */
@@ -137,13 +129,62 @@ void sf_conn_peer_name(struct sf_conn *c, char *out, size_t cap) {
         }
 }
 
+/* The verified client asked for a shared link: the status goes first (its reason lists the
+ * services, under the MAC: the client speaks HTTP/2 only once it verified it), then the socket
+ * belongs to the listener's link set (relay/link/server.h), which serves it from here on; the
+ * connection's part is over. Beyond max-links the client is refused in words. */
+static void link_hand_over(struct sf_conn *c) {
+        struct sf_fwd *fwd = c->fwd;
+        char services[SF_HS_REASON_MAX + 1], peer[96], name[160];
+        struct sf_link_server_limits lim;
+        sf_fwd_offers(fwd, services, sizeof services, &lim);
+        sf_conn_peer_name(c, peer, sizeof peer);
+        if (!fwd->links_in || sf_link_server_full(fwd->links_in)) {
+                char why[SF_HS_REASON_MAX + 1];
+                if (!fwd->links_in || !fwd->listen_started)
+                        snprintf(why, sizeof why, "the host relay is stopping");
+                else
+                        snprintf(why, sizeof why, "the host relay serves max-links = %u shared links on %s already",
+                                 lim.max_links, fwd->conf->listen.text);
+                char msg[400];
+                snprintf(msg, sizeof msg, "a shared link from %s refused: %s", peer, why);
+                client_refused(c, &fwd->stats->err_other, msg);
+                sf_conn_refuse(c, SF_HS_UPSTREAM_UNAVAILABLE, why);
+                return;
+        }
+        size_t n = sf_hs_status_build(c->hs, &fwd->key, c->snonce, c->cnonce, SF_HS_OK, services);
+        if (sf_side_send(c, CLIENT, c->hs, n) != (ssize_t)n) {
+                sf_conn_close(c, "status frame not sent");
+                return;
+        }
+        sf_conn_preauth_leave(c);
+        uv_stream_t *stream;
+        uv_close_cb close_cb;
+        int r = sf_sock_release(fwd->eng, &c->sock[CLIENT], fwd->loop, &stream, &close_cb);
+        if (r < 0) {
+                sf_log(SF_LOG_WARN, fname(c), c->id, "a shared link from %s: %s", peer,
+                       r == -EBUSY ? "it spoke before the status (not a sockferry relay's link)" : strerror(-r));
+                sf_conn_close(c, "the link could not be taken over");
+                return;
+        }
+        bool quiet = (c->hs_flags & SF_HS_FLAG_PROBE) != 0;
+        snprintf(name, sizeof name, "%s (%s)", peer, fwd->conf->listen.text);
+        if (sf_link_server_adopt(fwd->links_in, name, quiet, stream, stream, close_cb, NULL) < 0) {
+                sf_conn_close(c, "out of memory for a shared link");
+                return;
+        }
+        sf_log(quiet ? SF_LOG_DEBUG : SF_LOG_INFO, fname(c), c->id, "shared link from %s up (%s)%s", peer, services,
+               quiet ? " for sockferry check" : "");
+        sf_conn_close(c, "handed over to a shared link");
+}
+
 /* The verified client frame names a service (or none): the forward of the listener's group
  * that serves it, or a refusal that lists what the listener offers. */
 static void client_service(struct sf_conn *c, const char *name) {
         struct sf_fwd *fwd = c->fwd, *to;
         char why[SF_HS_REASON_MAX + 1];
         if (c->hs_flags & SF_HS_FLAG_LINK) {
-                sf_conn_link_accept(c);
+                link_hand_over(c);
                 return;
         }
         to = sf_fwd_service(fwd, name, (c->hs_flags & SF_HS_FLAG_DEFAULT) != 0, why, sizeof why);
@@ -151,14 +192,14 @@ static void client_service(struct sf_conn *c, const char *name) {
                 char msg[400];
                 snprintf(msg, sizeof msg, "unknown service: a client asked for %s%s%s: %s", name[0] ? "\"" : "",
                          name[0] ? name : "none", name[0] ? "\"" : "", why);
-                client_refused(c, &fwd->stats.err_other, msg);
+                client_refused(c, &fwd->stats->err_other, msg);
                 sf_conn_refuse(c, SF_HS_UNKNOWN_SERVICE, why);
                 return;
         }
-        if (to != fwd && to->stats.active - to->preauth.all.n >= to->conf->max_conns) {
+        if (to != fwd && to->stats->active - to->preauth.all.n >= to->conf->max_conns) {
                 snprintf(why, sizeof why, "service %s serves max-conns = %u connections already", to->conf->service,
                          to->conf->max_conns);
-                client_refused(c, &to->stats.err_other, why);
+                client_refused(c, &to->stats->err_other, why);
                 sf_conn_refuse(c, SF_HS_UPSTREAM_UNAVAILABLE, why);
                 return;
         }
@@ -207,130 +248,114 @@ void sf_conn_on_client_frame(struct sf_conn *c) {
         if (r == -EPROTO) {
                 snprintf(msg, sizeof msg, "wrong peer: %s is not a sockferry relay (it did not answer our greeting)",
                          peer);
-                client_refused(c, &fwd->stats.err_wrong_peer, msg);
+                client_refused(c, &fwd->stats->err_wrong_peer, msg);
                 sf_conn_close(c, msg);
                 return;
         }
         if (r == -EPROTONOSUPPORT) {
                 snprintf(msg, sizeof msg, "version mismatch: %s speaks sockferry/%u, we speak sockferry/%u", peer,
                          version, SF_HS_VERSION);
-                client_refused(c, &fwd->stats.err_other, msg);
+                client_refused(c, &fwd->stats->err_other, msg);
                 sf_conn_refuse(c, SF_HS_VERSION_MISMATCH, "");
                 return;
         }
         if (r == -EACCES) {
                 snprintf(msg, sizeof msg, "auth rejected: %s does not hold our token (%s)", peer,
                          fwd->token_file ? fwd->token_file : "token-file");
-                client_refused(c, &fwd->stats.err_auth, msg);
+                client_refused(c, &fwd->stats->err_auth, msg);
                 sf_conn_refuse(c, SF_HS_AUTH_REJECTED, "");
                 return;
         }
         /* -EBADMSG: the MAC holds, the flags are not ours. */
         snprintf(msg, sizeof msg, "bad frame: %s set flags this relay does not know (0x%02x)", peer, c->hs_flags);
-        note_error(c, &fwd->stats.err_other, msg);
+        note_error(c, &fwd->stats->err_other, msg);
         sf_conn_refuse(c, SF_HS_BAD_FRAME, "unknown flags");
 }
 
+/* Reads what the upstream handshake (relay/link/client.h) needs, no more: the upstream's own
+ * bytes follow its status. The step it came to, or SF_HSC_MORE with rd cleared (nothing yet);
+ * a closed or failed upstream is SF_HSC_FAILED with the words for where the handshake was. */
+static enum sf_hsc_step up_read(struct sf_conn *c) {
+        uint8_t buf[SF_HS_STATUS_MAX];
+        for (;;) {
+                /* Before our frame a relay sends its hello and nothing more, while a stray
+                 * service's banner is recognisable by its first 40 bytes: that much is read. */
+                size_t want = sf_hs_client_need(c->up);
+                if (!c->up->hello_done && want < WRONG_PEER_QUOTE - c->up->have)
+                        want = WRONG_PEER_QUOTE - c->up->have;
+                ssize_t n = sf_side_recv(c, UPSTREAM, buf, want);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0 && errno == EAGAIN) {
+                        c->rd[UPSTREAM] = false;
+                        return SF_HSC_MORE;
+                }
+                if (n <= 0)
+                        return sf_hs_client_eof(c->up);
+                size_t used;
+                enum sf_hsc_step step = sf_hs_client_input(c->up, buf, (size_t)n, &used);
+                if (step != SF_HSC_MORE)
+                        return step;
+                /* A short read emptied the socket (a wrong peer's quote may want more). */
+                if ((size_t)n < want && !c->rdhup[UPSTREAM]) {
+                        c->rd[UPSTREAM] = false;
+                        return SF_HSC_MORE;
+                }
+        }
+}
+
 void sf_conn_on_hello(struct sf_conn *c) {
-        struct sf_fwd *fwd = c->fwd;
-        int r = hs_read(c, UPSTREAM, SF_HS_HELLO_LEN);
-        size_t cmp = c->hs_len < 4 ? c->hs_len : 4;
-        if (memcmp(c->hs, SF_HS_MAGIC, cmp) != 0) {
-                wrong_peer(c);
+        enum sf_hsc_step step = up_read(c);
+        if (step == SF_HSC_MORE)
+                return;
+        if (step != SF_HSC_FRAME) {
+                link_failed(c, c->up->kind, c->up->msg);
                 return;
         }
-        if (r == 0)
-                return;
-        char msg[300];
-        if (r < 0) {
-                link_failed(c, sf_link_hello_eof(c->hs_len, cand_ep(c)->text, msg, sizeof msg), msg);
-                return;
-        }
-        uint8_t version = 0;
-        r = sf_hs_hello_parse(c->hs, c->up_snonce, &version);
-        if (r == -EPROTONOSUPPORT) {
-                link_failed(c, sf_link_version_mismatch(version, cand_ep(c)->text, msg, sizeof msg), msg);
-                return;
-        }
-        if (r < 0) {
-                wrong_peer(c);
-                return;
-        }
-        sf_hs_nonce_new(c->up_cnonce);
-        uint8_t frame[SF_HOLD_FRONT];
-        size_t n = SF_HS_CLIENT_LEN;
-        const struct sf_forward *f = fwd->conf;
-        /* The service goes with the frame, under the MAC, unless the candidate is a relay from
-         * before services. */
-        c->up_flags = 0;
-        if (!fwd->cand_plain[c->cand])
-                c->up_flags = SF_HS_FLAG_SERVICE | (f->service_set ? 0 : SF_HS_FLAG_DEFAULT);
-        sf_hs_client_build(frame, &fwd->key, c->up_snonce, c->up_cnonce, c->up_flags);
-        if (c->up_flags)
-                n += sf_hs_service_build(frame + n, &fwd->key, c->up_snonce, c->up_cnonce, f->service);
         /* The frame goes ahead of the client's bytes: they may follow at once, no round trip. */
+        uint8_t frame[SF_HSC_FRAME_MAX];
+        size_t n = sf_hs_client_frame(c->up, frame);
         if (sf_dir_hold_frame(c, frame, n) < 0) {
                 sf_conn_close(c, "out of memory");
                 return;
         }
-        c->hs_len = 0;
         sf_conn_event(c, EV_HELLO);
 }
 
-/* The first read after our client frame: the status frame and usually the upstream's first
- * bytes arrive together, so they are read in one call into the direction's buffer; the frame
- * is taken from its front and the rest waits there for the client. 1: read (the frame may still
- * be incomplete), 0: nothing yet, -1: closed or failed. */
-static int status_read_first(struct sf_conn *c) {
-        /* Nothing came from the upstream before its status: the read lands at the buffer's
-         * start, through recv (a first read is never bulk). */
-        ssize_t n;
-        do
-                n = sf_dir_read_some(c, UPSTREAM);
-        while (n < 0 && errno == EINTR);
-        if (n < 0 && errno == EAGAIN) {
-                c->rd[UPSTREAM] = false;
-                return 0;
-        }
-        if (n <= 0)
-                return -1;
-        c->hs_len = (uint16_t)sf_dir_take(c, UPSTREAM, c->hs, 2);
-        if (c->hs_len == 2)
-                c->hs_len += (uint16_t)sf_dir_take(c, UPSTREAM, c->hs + 2, sf_hs_status_frame_len(c->hs, 2) - 2);
-        sf_dir_count(c, UPSTREAM, (size_t)n - c->hs_len);
-        return 1;
-}
-
-/* The status frame that follows our client frame. */
+/* The status frame that follows our client frame; the first read usually brings the
+ * upstream's first bytes with it: it goes into the direction's buffer, the frame is taken off
+ * its front and the rest waits there for the client. */
 static void on_status(struct sf_conn *c) {
         struct sf_fwd *fwd = c->fwd;
-        int r = 1;
-        if (c->hs_len == 0)
-                r = status_read_first(c);
-        if (r == 1 && c->hs_len < 2)
-                r = hs_read(c, UPSTREAM, 2);
-        if (r == 1)
-                r = hs_read(c, UPSTREAM, sf_hs_status_frame_len(c->hs, c->hs_len));
-        if (r == 0)
-                return;
-        char msg[400];
-        if (r < 0) {
-                link_failed(c, sf_link_status_eof(cand_ep(c)->text, msg, sizeof msg), msg);
-                return;
-        }
-        enum sf_hs_status st;
-        char reason[SF_HS_REASON_MAX + 1];
-        r = sf_hs_status_parse(c->hs, c->hs_len, &fwd->key, c->up_snonce, c->up_cnonce, &st, reason);
-        if (r == 0 && st == SF_HS_BAD_FRAME && (c->up_flags & SF_HS_FLAG_SERVICE)) {
-                /* It verified our frame but not the service flag: a relay from before services. */
-                if (fwd->conf->service_set) {
-                        snprintf(msg, sizeof msg,
-                                 "unknown service: the host relay at %s is an older sockferry that cannot check the "
-                                 "service name: upgrade it, or remove service = from [%s]",
-                                 cand_ep(c)->text, fname(c));
-                        link_failed(c, SF_LINK_OTHER, msg);
+        enum sf_hsc_step step = SF_HSC_MORE;
+        if (c->up->have == 0) {
+                /* Nothing came from the upstream before its status: the read lands at the
+                 * buffer's start, through recv (a first read is never bulk). */
+                ssize_t n;
+                do
+                        n = sf_dir_read_some(c, UPSTREAM);
+                while (n < 0 && errno == EINTR);
+                if (n < 0 && errno == EAGAIN) {
+                        c->rd[UPSTREAM] = false;
                         return;
                 }
+                if (n <= 0) {
+                        sf_hs_client_eof(c->up);
+                        link_failed(c, c->up->kind, c->up->msg);
+                        return;
+                }
+                uint8_t head[SF_HS_STATUS_MAX];
+                size_t got = sf_dir_peek(c, UPSTREAM, head, sizeof head), used;
+                step = sf_hs_client_input(c->up, head, got, &used);
+                sf_dir_take(c, UPSTREAM, head, used);
+                sf_dir_count(c, UPSTREAM, (size_t)n - used);
+        }
+        if (step == SF_HSC_MORE)
+                step = up_read(c);
+        if (step == SF_HSC_MORE)
+                return;
+        if (step == SF_HSC_OLD_PEER) {
+                /* It verified our frame but not the service flag: a relay from before services. */
                 fwd->cand_plain[c->cand] = true;
                 sf_log(SF_LOG_INFO, fname(c), c->id,
                        "%s is an older sockferry (no services): its handshake goes without the service name",
@@ -338,15 +363,8 @@ static void on_status(struct sf_conn *c) {
                 sf_conn_cand_retry(c);
                 return;
         }
-        if (r == 0 && st == SF_HS_UNKNOWN_SERVICE) {
-                snprintf(msg, sizeof msg, "unknown service: the host relay at %s does not offer %s: %s",
-                         cand_ep(c)->text, fwd->conf->service, reason[0] ? reason : "no reason given");
-                link_failed(c, SF_LINK_WRONG_PEER, msg);
-                return;
-        }
-        enum sf_link_err kind = sf_link_status_explain(r, st, reason, cand_ep(c)->text, fwd->token_file, msg, sizeof msg);
-        if (kind != SF_LINK_OK) {
-                link_failed(c, kind, msg);
+        if (step != SF_HSC_OK) {
+                link_failed(c, c->up->kind, c->up->msg);
                 return;
         }
         sf_conn_event(c, EV_STATUS_OK);
@@ -383,38 +401,27 @@ void sf_conn_greet(struct sf_conn *c) {
 }
 
 void sf_conn_handshake_error(struct sf_conn *c, int e) {
-        char msg[400];
         if (e == ENOMEM) {
                 sf_conn_io_error(c, e);
                 return;
         }
         /* The peer reset or closed the link: a relay that refused us, or not a relay. */
-        if (c->state == ST_AWAIT_HELLO)
-                link_failed(c, sf_link_hello_eof(c->hs_len, cand_ep(c)->text, msg, sizeof msg), msg);
-        else
-                link_failed(c, sf_link_status_eof(cand_ep(c)->text, msg, sizeof msg), msg);
+        sf_hs_client_eof(c->up);
+        link_failed(c, c->up->kind, c->up->msg);
 }
 
 void sf_conn_handshake_timeout(struct sf_conn *c) {
         char msg[300];
-        switch (c->state) {
-        case ST_GREETED: {
+        if (c->state == ST_GREETED) {
                 char peer[96];
                 sf_conn_peer_name(c, peer, sizeof peer);
                 snprintf(msg, sizeof msg, "no greeting: %s sent no handshake within %llums", peer,
                          (unsigned long long)c->fwd->conf->handshake_timeout_ms);
                 sf_log(SF_LOG_DEBUG, fname(c), c->id, "%s", msg);
-                note_error(c, &c->fwd->stats.err_timeout, msg);
+                note_error(c, &c->fwd->stats->err_timeout, msg);
                 sf_conn_close(c, msg);
                 return;
         }
-        case ST_AWAIT_HELLO:
-                link_failed(c,
-                            sf_link_hello_timeout(c->fwd->conf->handshake_timeout_ms, cand_ep(c)->text, msg, sizeof msg),
-                            msg);
-                return;
-        default:
-                link_failed(c, sf_link_status_timeout(cand_ep(c)->text, msg, sizeof msg), msg);
-                return;
-        }
+        sf_hs_client_timeout(c->up, c->fwd->conf->handshake_timeout_ms);
+        link_failed(c, c->up->kind, c->up->msg);
 }

@@ -16,7 +16,7 @@ static void evict(struct sf_preauth_node *n) {
         struct sf_conn *c = (struct sf_conn *)((char *)n - offsetof(struct sf_conn, preauth));
         struct sf_fwd *fwd = c->fwd;
         uint64_t since;
-        fwd->stats.err_preauth++;
+        fwd->stats->err_preauth++;
         if (sf_preauth_note_eviction(&fwd->preauth, uv_now(fwd->loop), &since))
                 sf_log(SF_LOG_WARN, fname(c), 0,
                        "%s: pre-auth budget full (%zu unauthenticated connections in all, %zu per source address) or "

@@ -28,7 +28,9 @@ static int pump(struct sf_conn *c, int from) {
                         return r;
         }
         if (!dir_pending(d)) {
-                sf_dir_release(c, from);
+                /* Held bytes stay for the next candidate until the stream answers. */
+                if (!d->held)
+                        sf_dir_release(c, from);
                 /* An EOF that came while nothing was queued (the early bytes went to a
                  * candidate that failed) is passed on here. */
                 sf_dir_pass_eof(c, from);

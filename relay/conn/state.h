@@ -30,7 +30,8 @@
  *                  CLOSE             CLOSED
  *   DIALING        DIAL_WAIT         DIALING        connect-timeout per candidate, or 10 ms for the
  *                  CONNECTED         RELAYING       retry of a full unix backlog: retry, or the
- *                  CONNECTED_LINK    AWAIT_HELLO    candidate failed (CAND_FAILED)
+ *                  STREAM_OPEN       RELAYING       candidate failed (CAND_FAILED)
+ *                  CONNECTED_LINK    AWAIT_HELLO
  *                  CAND_FAILED       DIALING
  *                  REFUSED           LINGER
  *                  CLOSE             CLOSED
@@ -42,15 +43,20 @@
  *                  CAND_FAILED       DIALING        the candidate failed
  *                  REFUSED           LINGER
  *                  CLOSE             CLOSED
- *   RELAYING       CLOSE             CLOSED         idle-timeout (none when 0): close
+ *   RELAYING       CAND_FAILED       DIALING        idle-timeout (none when 0): close; a stream not
+ *                  CLOSE             CLOSED         sent yet (the host's stream limit): connect-
+ *                                                   timeout from the dial, then the candidate failed
  *   LINGER         CLOSE             CLOSED         2 s: close
  *   CLOSED         (none)                           (none)
  *
  * CAND_FAILED goes to DIALING only while a candidate is left: when none is, the hub turns it
  * into REFUSED (it owes its client a status: it is that client's link server) or CLOSE, with
  * one log line that gives every candidate's cause. CONNECTED and STATUS_OK make the candidate
- * the good one; nothing else does. An event with no row here is a bug: the hub logs it and
- * closes the connection. */
+ * the good one; so does, over a shared link, the stream's answer (its status, or the
+ * upstream's first bytes or end) once RELAYING: until it comes the client's bytes are kept
+ * (one buffer of them) while they go out, and a stream refused or reset before any answer
+ * fails its candidate (CAND_FAILED from RELAYING) with those bytes given to the next. An event
+ * with no row here is a bug: the hub logs it and closes the connection. */
 #include <netdb.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -62,6 +68,7 @@
 #include "relay/conn/preauth_budget.h"
 #include "relay/engine/engine.h"
 #include "relay/forward.h"
+#include "relay/link/client.h"
 #include "relay/link/frames.h"
 #include "relay/link/mux.h"
 #include "relay/link/table.h"
@@ -86,6 +93,7 @@ enum conn_event {
         EV_DIAL,           /* dial the candidates: at once, or now that the client frame verified */
         EV_DIAL_WAIT,      /* the candidate resolves or connects, or is retried in 10 ms */
         EV_CONNECTED,      /* connected, and no handshake toward this candidate */
+        EV_STREAM_OPEN,    /* a stream of a shared link opened toward it: bytes go at once */
         EV_CONNECTED_LINK, /* connected to a relay with auth = token: its hello comes first */
         EV_HELLO,          /* its hello parsed: our client frame and the early bytes are queued */
         EV_STATUS_OK,      /* its status frame verified */
@@ -105,6 +113,7 @@ enum conn_event {
         X(ST_GREETED, EV_CLOSE, ST_CLOSED)                  \
         X(ST_DIALING, EV_DIAL_WAIT, ST_DIALING)             \
         X(ST_DIALING, EV_CONNECTED, ST_RELAYING)            \
+        X(ST_DIALING, EV_STREAM_OPEN, ST_RELAYING)          \
         X(ST_DIALING, EV_CONNECTED_LINK, ST_AWAIT_HELLO)    \
         X(ST_DIALING, EV_CAND_FAILED, ST_DIALING)           \
         X(ST_DIALING, EV_REFUSED, ST_LINGER)                \
@@ -117,6 +126,7 @@ enum conn_event {
         X(ST_AWAIT_STATUS, EV_CAND_FAILED, ST_DIALING)      \
         X(ST_AWAIT_STATUS, EV_REFUSED, ST_LINGER)           \
         X(ST_AWAIT_STATUS, EV_CLOSE, ST_CLOSED)             \
+        X(ST_RELAYING, EV_CAND_FAILED, ST_DIALING)          \
         X(ST_RELAYING, EV_CLOSE, ST_CLOSED)                 \
         X(ST_LINGER, EV_CLOSE, ST_CLOSED)
 
@@ -135,7 +145,7 @@ enum { CLIENT = 0, UPSTREAM = 1 };
 #define SF_EARLY_MAX (16 * 1024)
 /* Room for our client frame and its service extension at the front of the held buffer: the
  * frame ends where the early bytes start, whatever the candidate's frame is. */
-#define SF_HOLD_FRONT (SF_HS_CLIENT_LEN + SF_HS_SERVICE_EXT_MAX)
+#define SF_HOLD_FRONT SF_HSC_FRAME_MAX
 /* The causes of the candidates that failed, for the one line that gives them all. */
 #define SF_FAILS_MAX 1536
 
@@ -182,6 +192,7 @@ struct sf_conn {
         } sev[2];
         bool stream_probe;    /* the client stream only asks whether the upstream answers */
         bool stream_answered; /* the client stream was told the upstream's answer */
+        bool up_unanswered;   /* the upstream stream has not answered yet: its candidate is not good */
         /* Edge-triggered readiness: set by an event, cleared only when a call says EAGAIN
          * (or a read comes back short, which on a stream socket means it is empty). rdhup
          * keeps a read going to the EOF that arrived with the last edge. */
@@ -209,14 +220,13 @@ struct sf_conn {
         bool hs_server;       /* we greeted the client: it gets a status frame */
         bool greeting_check;  /* auth = none over a network: the upstream's first read is looked at */
         uint8_t hs_flags;
-        uint8_t up_flags; /* the flags of our client frame toward the current candidate */
         uint16_t hs_len;
-        uint16_t frame_len; /* our client frame with its service extension, held ahead of the early bytes */
-        /* The nonces of the handshake with our client (we are its server) and of the one with
-         * our upstream (we are its client): a relay chained between two links runs both. */
+        /* The handshake with our client (we are its server: its nonces and frames) and the one
+         * with our upstream (we are its client: relay/link/client.h): a relay chained between
+         * two links runs both. */
         uint8_t snonce[SF_HS_NONCE_LEN], cnonce[SF_HS_NONCE_LEN];
-        uint8_t up_snonce[SF_HS_NONCE_LEN], up_cnonce[SF_HS_NONCE_LEN];
         uint8_t hs[SF_HS_STATUS_MAX];
+        struct sf_hs_client *up; /* while the handshake with the upstream runs */
 
         struct sf_preauth_node preauth; /* in fwd->preauth from the greeting to the client frame */
 };
@@ -281,6 +291,13 @@ void sf_conn_dial_timeout(struct sf_conn *c);
 void sf_conn_dial_cancel(struct sf_conn *c);
 /* The current candidate answered as the forward expects: it is the one to try first. */
 void sf_conn_cand_good(struct sf_conn *c);
+/* RELAYING toward a stream that has not answered: its answer makes the candidate good, its
+ * refusal (or a reset before any answer) fails it while the client's bytes can still go to the
+ * next one. false when the connection moved on (another candidate, or closed). */
+bool sf_conn_stream_answer(struct sf_conn *c);
+/* RELAYING: the timer came while the stream still waits for a place under the host's stream
+ * limit: the candidate failed. true when it was so (the connection moved on). */
+bool sf_conn_stream_unsent(struct sf_conn *c);
 /* Logs (once per change of a candidate's state) and keeps the cause of its failure. */
 void sf_conn_cand_note(struct sf_conn *c, uint64_t *counter, bool dial, const char *msg);
 /* Moves to the next candidate: false when every one was tried. */
@@ -311,9 +328,6 @@ bool sf_conn_status_send(struct sf_conn *c, enum sf_hs_status st, const char *re
  * false when the connection is gone. */
 bool sf_conn_server_confirm(struct sf_conn *c);
 
-/* serve.c: a host relay's shared links. The verified client asked for one: its connection
- * becomes a link whose streams are connections of the listener's services. */
-void sf_conn_link_accept(struct sf_conn *c);
 /* Who the client is, for messages: "ADDRESS:PORT", "vsock CID N port P" or "a local peer". */
 void sf_conn_peer_name(struct sf_conn *c, char *out, size_t cap);
 
@@ -378,6 +392,9 @@ int sf_dir_hold_read(struct sf_conn *c);
 /* The held bytes are let go: after the status verified (the frame was this candidate's), or
  * for a candidate without a handshake (the frame is skipped). */
 void sf_dir_hold_end(struct sf_conn *c, bool with_frame);
+/* The held bytes stay where they are, sent or not, but are no longer kept for another
+ * candidate: the stream answered, or the client sent more than the buffer before it did. */
+void sf_dir_hold_drop(struct sf_conn *c);
 /* A candidate failed: the upstream's direction emptied, the client's sent again from the start. */
 void sf_dir_upstream_reset(struct sf_conn *c);
 /* LINGER: reads and drops what side `side` sent, PUMP_ROUNDS reads per turn (then a deferred

@@ -11,6 +11,8 @@
 #include "conf/log.h"
 #include "relay/engine/bufpool.h"
 #include "relay/engine/engine.h"
+#include "relay/link/backoff.h"
+#include "relay/link/client.h"
 #include "relay/link/messages.h"
 #include "relay/sys/platform.h"
 
@@ -23,14 +25,10 @@
 /* A frame of at least this much is written from where the mux holds it; smaller ones are
  * copied together into one write. */
 #define DIRECT_MIN (16 * 1024)
-#define BACKOFF_MIN_MS 100
-#define BACKOFF_MAX_MS 5000
 /* A ping unanswered for this many keepalive periods ends the link. */
 #define PINGS_MISSED_MAX 2
-/* How much of a wrong peer's first bytes its message quotes. */
-#define WRONG_PEER_QUOTE 40
 
-enum phase { PH_NONE, PH_RESOLVE, PH_CONNECT, PH_HELLO, PH_STATUS, PH_MUX };
+enum phase { PH_NONE, PH_RESOLVE, PH_CONNECT, PH_HANDSHAKE, PH_MUX };
 
 /* What the link runs over: one stream (a socket) or two (an exec's pipes), each allocated
  * with malloc and freed in its close callback. */
@@ -62,7 +60,7 @@ struct sf_link {
         bool closing;
         unsigned handles; /* libuv handles not closed yet: the memory waits for them */
         uv_timer_t timer; /* the dial and handshake deadline, the backoff, the keepalive */
-        uint64_t backoff_ms;
+        struct sf_backoff backoff;
 
         struct transport *t;
         enum phase phase;
@@ -74,10 +72,8 @@ struct sf_link {
         int vsock_fd;
         int last_err;
 
-        uint8_t hs[SF_HS_STATUS_MAX];
-        size_t hs_len;
-        uint8_t snonce[SF_HS_NONCE_LEN], cnonce[SF_HS_NONCE_LEN];
-        uint8_t frame[SF_HS_CLIENT_LEN];
+        struct sf_hs_client hsc;
+        uint8_t frame[SF_HSC_FRAME_MAX];
         uv_write_t frame_req;
 
         struct sf_mux *mux;
@@ -101,7 +97,11 @@ struct sf_link {
         bool down_logged;
         uint64_t bytes_in, bytes_out;
         uint64_t streams_total_before; /* of the links before this one */
+        bool retired; /* replaced by a new link: ends once its streams are over */
+        bool draining_told; /* ops->draining was called */
+        bool goaway_seen;   /* the peer sent GOAWAY: ops->draining is due */
         bool refused; /* the last attempt was refused by the peer (see link_refused) */
+        bool fail_now; /* ... or failed as the next would now (sf_link_stats, fail_now) */
         enum sf_link_err refused_kind; /* which failure that was, for the clients' counters */
 };
 
@@ -260,6 +260,8 @@ static struct sf_link *link_alloc(uv_loop_t *loop, struct sf_bufpool *pool, cons
 
 /* ---- the mux over the transport ------------------------------------------------------------ */
 
+static void retired_check(struct sf_link *l);
+
 static void on_flush_idle(uv_idle_t *h) {
         struct sf_link *l = h->data;
         uv_idle_stop(&l->flush);
@@ -267,6 +269,7 @@ static void on_flush_idle(uv_idle_t *h) {
                 sf_engine_cancel(l->p->eng, &l->flush_ev);
         l->flush_due = false;
         flush(l);
+        retired_check(l);
 }
 
 static void on_flush_deferred(struct sf_ev *ev, uint32_t events) {
@@ -274,6 +277,7 @@ static void on_flush_deferred(struct sf_ev *ev, uint32_t events) {
         struct sf_link *l = (struct sf_link *)((char *)ev - offsetof(struct sf_link, flush_ev));
         l->flush_due = false;
         flush(l);
+        retired_check(l);
 }
 
 /* The mux has bytes: written at the end of this turn, so that one write carries every stream's. */
@@ -397,15 +401,43 @@ static void mux_pong(void *owner, uint64_t sent) {
         l->pings_missed = 0;
 }
 
+/* A client link that takes no new streams any more: its owner hears of it once. */
+static void draining(struct sf_link *l) {
+        if (!l->dialer || l->retired || l->draining_told)
+                return;
+        l->draining_told = true;
+        if (l->ops->draining)
+                l->ops->draining(l->owner, l);
+}
+
+/* Inside nghttp2's callbacks: the owner hears of it once sf_mux_input returned (mux_input), as
+ * it may end this link, and its mux, right away. */
+static void mux_goaway(void *owner) {
+        struct sf_link *l = owner;
+        l->goaway_seen = true;
+}
+
 static const struct sf_mux_ops mux_ops = {
         .stream_new = mux_stream_new,
         .want_output = mux_want_output,
         .pong = mux_pong,
+        .goaway = mux_goaway,
 };
+
+/* A retired link whose last stream is over ends now. */
+static void retired_check(struct sf_link *l) {
+        if (l->retired && !l->closing && l->mux && sf_mux_streams_open(l->mux) == 0)
+                link_down(l, "its streams are over (a new link took its place)");
+}
 
 static void on_keepalive(uv_timer_t *t) {
         struct sf_link *l = t->data;
         if (!l->mux)
+                return;
+        /* A stream its user closed after the session was done with it goes without a frame:
+         * a retired link looks again here at the latest. */
+        retired_check(l);
+        if (l->closing || !l->mux)
                 return;
         if (l->ping_sent_ms && ++l->pings_missed >= PINGS_MISSED_MAX) {
                 char why[160];
@@ -428,7 +460,19 @@ static void keepalive_arm(struct sf_link *l) {
 
 static void mux_input(struct sf_link *l, const uint8_t *data, size_t n) {
         char why[200];
-        if (sf_mux_input(l->mux, data, n, why, sizeof why) < 0) {
+        int r = sf_mux_input(l->mux, data, n, why, sizeof why);
+        if (r == 0 && l->dialer && l->goaway_seen && !l->draining_told) {
+                /* The owner may retire (and so end) this link now: its memory stays until libuv
+                 * let go of its handles, and nothing else of it is used once it closes. */
+                draining(l);
+                if (l->closing || !l->mux)
+                        return;
+        }
+        if (r == 0 && l->retired) {
+                retired_check(l);
+                return;
+        }
+        if (r < 0) {
                 char msg[300];
                 if (!l->p->key && !l->dialer && l->state == SF_LINK_CONNECTING)
                         sf_link_exec_noise(data, n, msg, sizeof msg);
@@ -438,7 +482,7 @@ static void mux_input(struct sf_link *l, const uint8_t *data, size_t n) {
                 return;
         }
         if (l->state == SF_LINK_CONNECTING && sf_mux_ready(l->mux)) {
-                l->backoff_ms = 0;
+                sf_backoff_reset(&l->backoff);
                 if (l->was_up)
                         l->reconnects++;
                 double down_s = (double)(uv_now(l->loop) - l->down_since_ms) / 1000.0;
@@ -458,10 +502,23 @@ static void mux_input(struct sf_link *l, const uint8_t *data, size_t n) {
         }
 }
 
+/* Test builds (-Dtest_hooks=true) only: SF_TEST_STREAM_ID_START starts a client link's stream
+ * ids there, so that a test sees them run out without opening 2^30 streams. */
+static void test_hooks_apply(struct sf_link *l) {
+#ifdef SF_TEST_HOOKS
+        const char *start = getenv("SF_TEST_STREAM_ID_START");
+        if (l->dialer && start && *start)
+                sf_mux_set_next_stream_id(l->mux, (uint32_t)strtoul(start, NULL, 10));
+#else
+        (void)l;
+#endif
+}
+
 static int mux_start(struct sf_link *l) {
         int r = sf_mux_new(l->role, &l->p->mux, &mux_ops, l, l->pool, &l->mux);
         if (r < 0)
                 return r;
+        test_hooks_apply(l);
         l->phase = PH_MUX;
         l->pings_missed = 0;
         l->ping_sent_ms = 0;
@@ -492,13 +549,9 @@ static void link_read(struct sf_link *l, ssize_t n) {
                         snprintf(why, sizeof why, "%s", l->phase == PH_MUX ? "the peer closed it" : "the peer closed the connection");
                 else
                         snprintf(why, sizeof why, "reading from it: %s", uv_strerror((int)n));
-                if (l->phase == PH_HELLO || l->phase == PH_STATUS) {
-                        char msg[300];
-                        if (l->phase == PH_HELLO)
-                                sf_link_hello_eof(l->hs_len, l->p->name, msg, sizeof msg);
-                        else
-                                sf_link_status_eof(l->p->name, msg, sizeof msg);
-                        link_down(l, msg);
+                if (l->phase == PH_HANDSHAKE) {
+                        sf_hs_client_eof(&l->hsc);
+                        link_down(l, l->hsc.msg);
                         return;
                 }
                 link_down(l, why);
@@ -562,13 +615,8 @@ static void link_refused(struct sf_link *l, enum sf_link_err kind, const char *m
  * attempt either: a refusal as much as a wrong greeting is. */
 static void on_hs_timeout(uv_timer_t *t) {
         struct sf_link *l = t->data;
-        char msg[300];
-        enum sf_link_err kind;
-        if (l->phase == PH_HELLO)
-                kind = sf_link_hello_timeout(l->p->handshake_timeout_ms, l->p->name, msg, sizeof msg);
-        else
-                kind = sf_link_status_timeout(l->p->name, msg, sizeof msg);
-        link_refused(l, kind, msg);
+        sf_hs_client_timeout(&l->hsc, l->p->handshake_timeout_ms);
+        link_refused(l, l->hsc.kind, l->hsc.msg);
 }
 
 static void on_frame_written(uv_write_t *req, int status) {
@@ -585,67 +633,34 @@ static void on_frame_written(uv_write_t *req, int status) {
  * connect-timeout, as the next attempt will most likely say the same. */
 static void link_refused(struct sf_link *l, enum sf_link_err kind, const char *msg) {
         l->refused = true;
+        l->fail_now = true;
         l->refused_kind = kind;
         link_down(l, msg);
 }
 
+/* The handshake of relay/link/client.h with the LINK flag; the peer's first frames may follow
+ * its status in the same read. */
 static void handshake_input(struct sf_link *l, const uint8_t *data, size_t n) {
         while (n > 0 && !l->closing && l->t) {
-                size_t want = l->phase == PH_HELLO ? SF_HS_HELLO_LEN
-                              : l->hs_len < 2      ? 2
-                                                   : sf_hs_status_frame_len(l->hs, l->hs_len);
-                size_t k = want - l->hs_len < n ? want - l->hs_len : n;
-                memcpy(l->hs + l->hs_len, data, k);
-                l->hs_len += k;
-                data += k;
-                n -= k;
-                char msg[400];
-                if (l->phase == PH_HELLO) {
-                        size_t cmp = l->hs_len < SF_HS_MAGIC_LEN ? l->hs_len : SF_HS_MAGIC_LEN;
-                        if (memcmp(l->hs, SF_HS_MAGIC, cmp) != 0) {
-                                /* Quote a little more than a greeting's length: a banner such
-                                 * as SSH's is recognisable by its first 40 bytes. */
-                                size_t more = WRONG_PEER_QUOTE - l->hs_len < n ? WRONG_PEER_QUOTE - l->hs_len : n;
-                                memcpy(l->hs + l->hs_len, data, more);
-                                l->hs_len += more;
-                                link_refused(l, sf_link_wrong_peer(l->hs, l->hs_len, l->p->name, msg, sizeof msg),
-                                             msg);
-                                return;
-                        }
-                        if (l->hs_len < SF_HS_HELLO_LEN)
-                                continue;
-                        uint8_t version = 0;
-                        int r = sf_hs_hello_parse(l->hs, l->snonce, &version);
-                        if (r == -EPROTONOSUPPORT) {
-                                link_refused(l, sf_link_version_mismatch(version, l->p->name, msg, sizeof msg), msg);
-                                return;
-                        }
-                        if (r < 0) {
-                                link_refused(l, sf_link_wrong_peer(l->hs, l->hs_len, l->p->name, msg, sizeof msg),
-                                             msg);
-                                return;
-                        }
-                        sf_hs_nonce_new(l->cnonce);
-                        sf_hs_client_build(l->frame, l->p->key, l->snonce, l->cnonce, SF_HS_FLAG_LINK);
-                        uv_buf_t b = uv_buf_init((char *)l->frame, sizeof l->frame);
+                size_t used;
+                enum sf_hsc_step step = sf_hs_client_input(&l->hsc, data, n, &used);
+                data += used;
+                n -= used;
+                switch (step) {
+                case SF_HSC_MORE:
+                        continue;
+                case SF_HSC_FRAME: {
+                        uv_buf_t b = uv_buf_init((char *)l->frame, (unsigned)sf_hs_client_frame(&l->hsc, l->frame));
                         l->frame_req.data = l;
                         if (uv_write(&l->frame_req, wr_of(l), &b, 1, on_frame_written) < 0) {
                                 link_down(l, "sending the client frame failed");
                                 return;
                         }
-                        l->phase = PH_STATUS;
-                        l->hs_len = 0;
                         /* The host relay answers at once: nothing to dial for a link. */
                         uv_timer_start(&l->timer, on_hs_timeout, l->p->handshake_timeout_ms, 0);
                         continue;
                 }
-                if (l->hs_len < 2 || l->hs_len < sf_hs_status_frame_len(l->hs, l->hs_len))
-                        continue;
-                enum sf_hs_status st;
-                char reason[SF_HS_REASON_MAX + 1];
-                int r = sf_hs_status_parse(l->hs, l->hs_len, l->p->key, l->snonce, l->cnonce, &st, reason);
-                if (r == 0 && st == SF_HS_BAD_FRAME) {
-                        /* It verified our frame but not the LINK flag: a relay from before links. */
+                case SF_HSC_OLD_PEER:
                         uv_timer_stop(&l->timer);
                         transport_drop(l);
                         l->phase = PH_NONE;
@@ -655,21 +670,19 @@ static void handshake_input(struct sf_link *l, const uint8_t *data, size_t n) {
                                l->p->name);
                         set_state(l, SF_LINK_OLD_PEER, "the host relay does not offer a shared link");
                         return;
-                }
-                enum sf_link_err kind = sf_link_status_explain(r, st, reason, l->p->name, l->p->token_file, msg,
-                                                               sizeof msg);
-                if (kind != SF_LINK_OK) {
-                        link_refused(l, kind, msg);
+                case SF_HSC_FAILED:
+                        link_refused(l, l->hsc.kind, l->hsc.msg);
+                        return;
+                case SF_HSC_OK:
+                        uv_timer_stop(&l->timer);
+                        if (mux_start(l) < 0) {
+                                link_down(l, "out of memory");
+                                return;
+                        }
+                        if (n > 0)
+                                mux_input(l, data, n);
                         return;
                 }
-                uv_timer_stop(&l->timer);
-                if (mux_start(l) < 0) {
-                        link_down(l, "out of memory");
-                        return;
-                }
-                if (n > 0)
-                        mux_input(l, data, n);
-                return;
         }
 }
 
@@ -682,8 +695,13 @@ static void connected(struct sf_link *l) {
         }
         if (l->t->rd->type == UV_TCP)
                 uv_tcp_nodelay((uv_tcp_t *)l->t->rd, 1);
-        l->phase = l->p->key ? PH_HELLO : PH_MUX;
-        l->hs_len = 0;
+        l->phase = l->p->key ? PH_HANDSHAKE : PH_MUX;
+        l->hsc = (struct sf_hs_client){
+                .key = l->p->key,
+                .ep = l->p->name,
+                .token_file = l->p->token_file,
+                .flags = SF_HS_FLAG_LINK,
+        };
         if (read_start(l) < 0) {
                 link_down(l, "reading from it failed");
                 return;
@@ -698,6 +716,7 @@ static void connected(struct sf_link *l) {
 }
 
 static void try_next_addr(struct sf_link *l);
+static void connect_failed(struct sf_link *l, int e);
 
 static void on_connect(uv_connect_t *req, int status) {
         struct sf_link *l = req->data;
@@ -735,11 +754,7 @@ static void try_next_addr(struct sf_link *l) {
                 l->last_err = sf_errno_uv(r);
                 transport_drop(l);
         }
-        char cause[240];
-        sf_link_connect_cause(l->p->ep, l->last_err ? l->last_err : EHOSTUNREACH, cause, sizeof cause);
-        char msg[300];
-        snprintf(msg, sizeof msg, "connect %s: %s", l->p->name, cause);
-        link_down(l, msg);
+        connect_failed(l, l->last_err ? l->last_err : EHOSTUNREACH);
 }
 
 static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res) {
@@ -755,6 +770,7 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
                 sf_link_resolve_cause(l->p->ep, uv_strerror(status), cause, sizeof cause);
                 snprintf(msg, sizeof msg, "connect %s: %s", l->p->name, cause);
                 uv_freeaddrinfo(res);
+                l->fail_now = true;
                 link_down(l, msg);
                 return;
         }
@@ -781,11 +797,17 @@ static void on_dial_timeout(uv_timer_t *t) {
 
 /* vsock has no libuv handle of its own: a socket connected by hand (its writability says the
  * connect finished), then a pipe handle on it. */
-static void vsock_fail(struct sf_link *l, int e) {
+/* A connect that failed with e: refused or unreachable, the next attempt would too, now. */
+static void connect_failed(struct sf_link *l, int e) {
         char cause[240], msg[300];
         sf_link_connect_cause(l->p->ep, e, cause, sizeof cause);
         snprintf(msg, sizeof msg, "connect %s: %s", l->p->name, cause);
+        l->fail_now = e != ETIMEDOUT && e != ENOMEM && e != EMFILE && e != ENFILE;
         link_down(l, msg);
+}
+
+static void vsock_fail(struct sf_link *l, int e) {
+        connect_failed(l, e);
 }
 
 static void vsock_opened(struct sf_link *l, int fd) {
@@ -882,6 +904,7 @@ static void vsock_dial(struct sf_link *l) {
 
 static void dial(struct sf_link *l) {
         l->refused = false;
+        l->fail_now = false;
         if (l->attempts == 0 && !l->down_logged)
                 l->down_since_ms = uv_now(l->loop);
         l->attempts++;
@@ -930,8 +953,10 @@ static void link_down(struct sf_link *l, const char *cause) {
         if (l->p->eng)
                 sf_engine_cancel(l->p->eng, &l->flush_ev);
         l->flush_due = false;
-        if (!l->dialer) {
-                if (was_up)
+        if (!l->dialer || l->retired) {
+                if (l->retired)
+                        sf_log(SF_LOG_DEBUG, NULL, 0, "the previous link to %s is closed: %s", l->p->name, cause);
+                else if (was_up)
                         sf_log(l->p->quiet ? SF_LOG_DEBUG : SF_LOG_INFO, NULL, 0, "link from %s ended: %s",
                                l->p->name, cause);
                 set_state(l, SF_LINK_DOWN, cause);
@@ -954,12 +979,7 @@ static void link_down(struct sf_link *l, const char *cause) {
                 l->down_since_ms = uv_now(l->loop);
                 l->attempts = 0;
         }
-        l->backoff_ms = l->backoff_ms ? l->backoff_ms * 2 : BACKOFF_MIN_MS;
-        if (l->backoff_ms > BACKOFF_MAX_MS)
-                l->backoff_ms = BACKOFF_MAX_MS;
-        /* Jitter: a host relay that comes back does not get every container at the same
-         * instant. */
-        uint64_t wait = l->backoff_ms / 2 + randombytes_uniform((uint32_t)(l->backoff_ms / 2 + 1));
+        uint64_t wait = sf_backoff_next(&l->backoff);
         set_state(l, SF_LINK_DOWN, cause);
         if (!l->closing)
                 uv_timer_start(&l->timer, on_backoff, wait, 0);
@@ -968,10 +988,12 @@ static void link_down(struct sf_link *l, const char *cause) {
 /* ---- the API ------------------------------------------------------------------------------ */
 
 void sf_link_hurry(struct sf_link *l) {
-        if (!l->dialer || l->closing || l->state != SF_LINK_DOWN || !uv_is_active((uv_handle_t *)&l->timer))
+        if (!l->dialer || l->closing || l->retired || l->state != SF_LINK_DOWN)
                 return;
-        if (uv_timer_get_due_in(&l->timer) > BACKOFF_MIN_MS)
-                uv_timer_start(&l->timer, on_backoff, BACKOFF_MIN_MS, 0);
+        /* A client waits: the next attempt is now, not at the end of a backoff that may outlast
+         * its connect-timeout. Its outcome, whatever it is, reaches the waiters. */
+        uv_timer_stop(&l->timer);
+        dial(l);
 }
 
 int sf_link_client_new(uv_loop_t *loop, struct sf_bufpool *pool, const struct sf_link_params *p,
@@ -1014,11 +1036,16 @@ int sf_link_adopt(uv_loop_t *loop, struct sf_bufpool *pool, const struct sf_link
 
 struct sf_mux_stream *sf_link_stream_open(struct sf_link *l, const char *service, bool by_default, bool probe,
                                           int *err) {
-        if (l->state != SF_LINK_UP || !l->mux) {
+        if (l->state != SF_LINK_UP || !l->mux || l->retired) {
                 *err = -EAGAIN;
                 return NULL;
         }
-        return sf_mux_stream_open(l->mux, service, by_default, probe, err);
+        struct sf_mux_stream *s = sf_mux_stream_open(l->mux, service, by_default, probe, err);
+        /* That was the last stream id, or the peer is draining: the next stream goes on a new
+         * link, this one ends with its streams. */
+        if (sf_mux_exhausted(l->mux) || sf_mux_draining(l->mux))
+                draining(l);
+        return s;
 }
 
 enum sf_link_state sf_link_state(const struct sf_link *l) {
@@ -1027,10 +1054,6 @@ enum sf_link_state sf_link_state(const struct sf_link *l) {
 
 const char *sf_link_cause(const struct sf_link *l) {
         return l->cause;
-}
-
-const char *sf_link_name(const struct sf_link *l) {
-        return l->p->name;
 }
 
 const char *sf_link_state_name(enum sf_link_state st) {
@@ -1058,6 +1081,7 @@ void sf_link_stats_get(const struct sf_link *l, struct sf_link_stats *st) {
         st->bytes_in = l->bytes_in;
         st->bytes_out = l->bytes_out;
         st->refused = l->refused;
+        st->fail_now = l->fail_now;
         st->refused_kind = l->refused ? l->refused_kind : SF_LINK_OK;
         snprintf(st->cause, sizeof st->cause, "%s", l->cause);
 }
@@ -1065,4 +1089,26 @@ void sf_link_stats_get(const struct sf_link *l, struct sf_link_stats *st) {
 void sf_link_drain(struct sf_link *l) {
         if (l->mux)
                 sf_mux_drain(l->mux);
+}
+
+void sf_link_inherit(struct sf_link *l, const struct sf_link *old) {
+        l->streams_total_before = old->streams_total_before + (old->mux ? sf_mux_streams_total(old->mux) : 0);
+        l->reconnects = old->reconnects;
+        l->was_up = old->was_up;
+}
+
+void sf_link_retire(struct sf_link *l) {
+        if (l->retired || l->closing)
+                return;
+        l->retired = true;
+        if (!l->mux) {
+                /* Not up: nothing of it is worth keeping. */
+                link_down(l, "a new link took its place");
+                return;
+        }
+        retired_check(l);
+}
+
+int sf_link_set_max_streams(struct sf_link *l, uint32_t max_streams) {
+        return l->mux ? sf_mux_set_max_streams(l->mux, max_streams) : 0;
 }

@@ -57,9 +57,13 @@ struct sf_link_ops {
         /* Server: the peer opened a stream (relay/link/mux.h, stream_new). */
         void (*stream_new)(void *owner, struct sf_link *l, struct sf_mux_stream *s, const char *service,
                            bool by_default, bool probe);
-        /* Server: the link ended for good (the peer closed it, or it broke); the owner calls
-         * sf_link_close. */
+        /* Server, or a retired client link: the link ended for good (the peer closed it, it
+         * broke, or a retired one carries no stream any more); the owner calls sf_link_close. */
         void (*ended)(void *owner, struct sf_link *l);
+        /* Client: the link takes no new streams (the peer sent GOAWAY, or its stream ids ran
+         * out); its open streams go on. The owner takes a new link for new streams and retires
+         * this one (sf_link_retire). NULL: nothing to do. */
+        void (*draining)(void *owner, struct sf_link *l);
 };
 
 struct sf_link_stats {
@@ -75,6 +79,11 @@ struct sf_link_stats {
         uint64_t bytes_in, bytes_out;
         char cause[256]; /* why it is not up ("" when it is) */
         bool refused;    /* down because the peer refused it (wrong peer, version, token) */
+        /* The last attempt failed in a way the next one would too, now: refused (above), or
+         * the connection refused, the host unreachable or its name unknown. A client waiting
+         * for the link is told at once; after anything else (a close before the greeting, a
+         * restart under way) it waits for the next attempt, within its connect-timeout. */
+        bool fail_now;
         enum sf_link_err refused_kind; /* which refusal (SF_LINK_OK when not refused) */
 };
 
@@ -99,16 +108,25 @@ enum sf_link_state sf_link_state(const struct sf_link *l);
 /* Why the link is not up, in plain words; "" when it is. */
 const char *sf_link_cause(const struct sf_link *l);
 void sf_link_stats_get(const struct sf_link *l, struct sf_link_stats *st);
-const char *sf_link_name(const struct sf_link *l);
 /* "connecting", "up", "down", "old-peer" or "closed". */
 const char *sf_link_state_name(enum sf_link_state st);
 
-/* A client waits for this link, which is down: its next attempt comes now rather than at the
+/* A client waits for this link, which is down: its next attempt starts now rather than at the
  * end of a backoff that may outlast the client's connect-timeout (a host relay back after a
- * restart is found by the first client), still at most one attempt per 100 ms. */
+ * restart is found by the first client); one in progress is not started again. */
 void sf_link_hurry(struct sf_link *l);
 /* Stops opening streams (GOAWAY on the server end); open ones go on. */
 void sf_link_drain(struct sf_link *l);
+/* Client: l takes over from old, which it replaces (old's ops->draining): the endpoint's
+ * history goes on in it (streams so far, reconnects: coming up counts as one, and is logged
+ * as the link being up again). */
+void sf_link_inherit(struct sf_link *l, const struct sf_link *old);
+/* Client: a link replaced by a new one (its ops->draining said so): it opens no more streams,
+ * never dials again, and ends (ops->ended) once its last stream is over or it drops. */
+void sf_link_retire(struct sf_link *l);
+/* A reload changed the limits: the peer may have max_streams open at once from now on. 0 or
+ * -ENOMEM. */
+int sf_link_set_max_streams(struct sf_link *l, uint32_t max_streams);
 /* Ends the link and its streams (their users see ECONNRESET) and frees it once libuv let go of
  * its handles. Safe on NULL and twice. */
 void sf_link_close(struct sf_link *l);

@@ -24,6 +24,12 @@
 #define FRAME_MAX (64 * 1024)
 /* A stream that filled its send buffer is told it may send again once this much is free. */
 #define SEND_RESUME (SF_BUF_SIZE / 2)
+/* Bytes in flight on a link before they reach their streams' buffers: a bulk transfer across
+ * a VM's network stack keeps its pace. */
+#define LINK_WINDOW (8 * 1024 * 1024)
+/* libnghttp2's own default burst of stream resets, and what each stream of the limit adds. */
+#define RESETS_MIN 1000
+#define RESETS_PER_STREAM 16
 
 struct sf_mux_stream {
         struct sf_mux *m; /* NULL once the session is gone */
@@ -56,6 +62,7 @@ struct sf_mux_stream {
         bool rst_after_answer; /* refused: reset once the answer went out */
         bool user_closed;
         bool free_due; /* freed once its DATA frame in m->nc is out */
+        bool headers_sent; /* client: its opening went out */
         int status; /* client: the server's sf-status, -1 before */
         int err;
         char service[SF_MUX_SERVICE_MAX + 1];
@@ -141,15 +148,13 @@ static void buf_release(struct sf_mux_stream *s, char **buf, uint32_t *off, uint
         *buf = NULL;
 }
 
-/* Unread bytes count against the link's window (and the stream's while it is open): given
- * back when the user reads them, or drops them. */
+/* Unread bytes count against their stream's window while it is open: given back when the user
+ * reads them, or drops them. The link's window went back when they arrived (on_data_chunk):
+ * a reader that stalls holds its own stream's window, never its neighbours'. */
 static void consume(struct sf_mux_stream *s, size_t n) {
-        if (!s->m || !n)
+        if (!s->m || !n || s->ng_closed)
                 return;
-        if (s->ng_closed)
-                nghttp2_session_consume_connection(s->m->ng, n);
-        else
-                nghttp2_session_consume(s->m->ng, s->id, n);
+        nghttp2_session_consume_stream(s->m->ng, s->id, n);
         want_output(s->m);
 }
 
@@ -258,6 +263,8 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *user
         }
         if (f->hd.type == NGHTTP2_GOAWAY) {
                 m->peer_goaway = true;
+                if (m->ops->goaway)
+                        m->ops->goaway(m->owner);
                 return 0;
         }
         if (f->hd.type == NGHTTP2_SETTINGS && !(f->hd.flags & NGHTTP2_FLAG_ACK)) {
@@ -323,6 +330,9 @@ static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const u
         }
         memcpy(s->in + s->in_len, data, len);
         s->in_len += (uint32_t)len;
+        /* In the stream's own buffer now, bounded by its window: the link's window goes back at
+         * once, so that any number of stalled readers stall only their own streams. */
+        nghttp2_session_consume_connection(ng, len);
         notify(s, SF_MUX_EV_IN);
         return 0;
 }
@@ -368,6 +378,8 @@ static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *f, void *user
                 return 0;
         }
         struct sf_mux_stream *s = stream_of(m, f->hd.stream_id);
+        if (s && m->role == SF_MUX_CLIENT && f->hd.type == NGHTTP2_HEADERS)
+                s->headers_sent = true;
         if (s && s->rst_after_answer && f->hd.type == NGHTTP2_HEADERS) {
                 s->rst_after_answer = false;
                 rst(s, NGHTTP2_NO_ERROR);
@@ -493,6 +505,10 @@ int sf_mux_new(enum sf_mux_role role, const struct sf_mux_config *cfg, const str
         nghttp2_option_set_no_auto_window_update(opt, 1);
         nghttp2_option_set_no_closed_streams(opt, 1);
         nghttp2_option_set_max_send_header_block_length(opt, HEADER_LIST_MAX);
+        /* A client that goes away mid-stream makes its relay reset the stream, and clients do
+         * that by the thousand (Ctrl+C on a log follower): the limits come from the link's own
+         * stream limit (sf_mux_config_init), not from libnghttp2's defaults for the web. */
+        nghttp2_option_set_stream_reset_rate_limit(opt, cfg->resets_burst, cfg->resets_per_s);
         int r = role == SF_MUX_CLIENT ? nghttp2_session_client_new2(&m->ng, cbs, m, opt)
                                       : nghttp2_session_server_new2(&m->ng, cbs, m, opt);
         nghttp2_session_callbacks_del(cbs);
@@ -635,8 +651,43 @@ void sf_mux_output_advance(struct sf_mux *m, size_t n) {
                 left_taken(m, n);
 }
 
-bool sf_mux_wants_output(const struct sf_mux *m) {
-        return m->left_len > 0 || m->nc || nghttp2_session_want_write(m->ng);
+void sf_mux_config_init(struct sf_mux_config *cfg, uint64_t max_streams) {
+        if (max_streams < 1)
+                max_streams = 1;
+        if (max_streams > SF_MUX_STREAMS_MAX)
+                max_streams = SF_MUX_STREAMS_MAX;
+        cfg->max_streams = (uint32_t)max_streams;
+        cfg->stream_window = SF_MUX_STREAM_WINDOW;
+        /* In flight only: bytes leave the link's window as they reach their stream's buffer. */
+        cfg->link_window = LINK_WINDOW;
+        /* An honest peer resets no more streams than it opens, and it opens them no faster than
+         * its clients connect: RESETS_PER_STREAM for every stream of the limit, at once and
+         * again each second, is more than one link carries (bench/RESULTS.md measures the
+         * fastest honest aborts), while a flood of open-and-reset beyond it still ends its
+         * own link (doc/SECURITY.md, "The shared link"). */
+        uint64_t n = max_streams * RESETS_PER_STREAM < RESETS_MIN ? RESETS_MIN : max_streams * RESETS_PER_STREAM;
+        cfg->resets_burst = (uint32_t)n;
+        cfg->resets_per_s = (uint32_t)n;
+}
+
+int sf_mux_set_max_streams(struct sf_mux *m, uint32_t max_streams) {
+        if (m->cfg.max_streams == max_streams)
+                return 0;
+        m->cfg.max_streams = max_streams;
+        nghttp2_settings_entry iv[] = { { NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, max_streams } };
+        if (nghttp2_submit_settings(m->ng, NGHTTP2_FLAG_NONE, iv, 1) != 0)
+                return -ENOMEM;
+        want_output(m);
+        return 0;
+}
+
+bool sf_mux_exhausted(const struct sf_mux *m) {
+        /* nghttp2_session_get_next_stream_id says 2^31 once none is left. */
+        return m->role == SF_MUX_CLIENT && nghttp2_session_get_next_stream_id(m->ng) > INT32_MAX;
+}
+
+int sf_mux_set_next_stream_id(struct sf_mux *m, uint32_t id) {
+        return nghttp2_session_set_next_stream_id(m->ng, (int32_t)id) == 0 ? 0 : -EINVAL;
 }
 
 int sf_mux_ping(struct sf_mux *m, uint64_t sent) {
@@ -979,6 +1030,10 @@ const char *sf_mux_stream_reason(const struct sf_mux_stream *s) {
 
 int sf_mux_stream_status(const struct sf_mux_stream *s) {
         return s->status;
+}
+
+bool sf_mux_stream_sent(const struct sf_mux_stream *s) {
+        return s->headers_sent;
 }
 
 size_t sf_mux_stream_unread(const struct sf_mux_stream *s) {

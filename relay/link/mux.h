@@ -51,8 +51,26 @@ enum sf_mux_status {
 struct sf_mux_config {
         uint32_t max_streams;   /* streams the peer may have open at once (SETTINGS) */
         uint32_t stream_window; /* bytes the peer may send on a stream before we read them */
-        uint32_t link_window;   /* the same, across every stream of the link */
+        uint32_t link_window;   /* bytes in flight on the link, not yet taken into a stream */
+        /* Streams the peer may reset: a burst, then so many a second (libnghttp2's rapid-reset
+         * limiter, a server's only); beyond it the session ends (GOAWAY). */
+        uint32_t resets_burst, resets_per_s;
 };
+
+/* A stream's window is one pooled buffer (SF_BUF_SIZE): what the peer may send unread fits
+ * the buffer that holds it. What a link holds unread is at most stream_window x max_streams
+ * (doc/PROTOCOL.md "Flow control"). */
+#define SF_MUX_STREAM_WINDOW (256 * 1024)
+/* Streams a link may carry at once: HTTP/2 allows more, the ids of one link do not. */
+#define SF_MUX_STREAMS_MAX 65535
+/* A client end's limit for its peer, which opens no streams (it only answers): this bounds
+ * what a broken peer could make it hold. */
+#define SF_MUX_CLIENT_END_STREAMS 16
+
+/* The one place a link's settings come from, for both ends and attach: max_streams (capped at
+ * SF_MUX_STREAMS_MAX), the stream window, the link window and the reset limits that go with
+ * them. */
+void sf_mux_config_init(struct sf_mux_config *cfg, uint64_t max_streams);
 
 struct sf_mux_ops {
         /* Server: the peer opened a stream for service ("" when it named none; by_default when
@@ -65,6 +83,8 @@ struct sf_mux_ops {
         void (*want_output)(void *owner);
         /* The answer to the ping sent with sf_mux_ping(m, sent) came back. */
         void (*pong)(void *owner, uint64_t sent);
+        /* The peer sent GOAWAY: it takes no new streams (its open ones go on). NULL: ignored. */
+        void (*goaway)(void *owner);
 };
 
 /* A new session for role; pool lends the streams' buffers. 0 or -ENOMEM. */
@@ -89,8 +109,6 @@ ssize_t sf_mux_output(struct sf_mux *m, uint8_t *buf, size_t cap, char *why, siz
 ssize_t sf_mux_output_peek(struct sf_mux *m, const uint8_t **p, char *why, size_t why_cap);
 /* n bytes of those sf_mux_output_peek gave were written. */
 void sf_mux_output_advance(struct sf_mux *m, size_t n);
-/* Whether sf_mux_output has something to give. */
-bool sf_mux_wants_output(const struct sf_mux *m);
 /* Sends a ping carrying sent (the owner's clock); its answer reaches ops->pong. 0 or -ENOMEM. */
 int sf_mux_ping(struct sf_mux *m, uint64_t sent);
 /* Graceful shutdown (SIGTERM): the peer may open no more streams (GOAWAY); open ones go on. */
@@ -100,6 +118,14 @@ void sf_mux_drain(struct sf_mux *m);
 bool sf_mux_ready(const struct sf_mux *m);
 /* Whether the peer asked us to stop opening streams (it sent GOAWAY), or we are draining. */
 bool sf_mux_draining(const struct sf_mux *m);
+/* A reload changed the limits: the peer hears of the new max_streams (SETTINGS). 0 or -ENOMEM. */
+int sf_mux_set_max_streams(struct sf_mux *m, uint32_t max_streams);
+/* Client: whether the session can open no stream any more (its stream ids ran out): the owner
+ * takes a new link for new streams and lets this one drain. */
+bool sf_mux_exhausted(const struct sf_mux *m);
+/* Client: the next stream id this session opens (the test hook that starts a link's ids near
+ * the end, SF_TEST_STREAM_ID_START). 0 or -EINVAL. */
+int sf_mux_set_next_stream_id(struct sf_mux *m, uint32_t id);
 /* Streams open now, and since the start. */
 size_t sf_mux_streams_open(const struct sf_mux *m);
 uint64_t sf_mux_streams_total(const struct sf_mux *m);
@@ -151,6 +177,9 @@ int sf_mux_stream_error(const struct sf_mux_stream *s);
 const char *sf_mux_stream_reason(const struct sf_mux_stream *s);
 /* Client: the server's status once it answered (-1 before). */
 int sf_mux_stream_status(const struct sf_mux_stream *s);
+/* Client: whether the stream's opening went out (false while it waits for a free place under
+ * the peer's max_streams). */
+bool sf_mux_stream_sent(const struct sf_mux_stream *s);
 /* Bytes received and not read yet. */
 size_t sf_mux_stream_unread(const struct sf_mux_stream *s);
 int32_t sf_mux_stream_id(const struct sf_mux_stream *s);

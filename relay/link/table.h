@@ -28,7 +28,6 @@ struct sf_link_settings {
         uint64_t connect_timeout_ms;
         uint64_t handshake_timeout_ms;
         uint64_t keepalive_ms;
-        struct sf_mux_config mux;
         struct sf_engine *eng;
 };
 
@@ -58,8 +57,7 @@ void sf_link_entry_free(struct sf_link_entry *e);
 void sf_link_wait(struct sf_link_entry *e, struct sf_link_waiter *w);
 void sf_link_wait_cancel(struct sf_link_entry *e, struct sf_link_waiter *w);
 
-/* Every entry's link, for stats: i from 0 while it returns non-NULL. */
+/* Every entry's links, for stats (each entry's current one, then those it replaced whose
+ * streams are finishing): i from 0 while it returns non-NULL. */
 struct sf_link *sf_link_table_at(const struct sf_link_table *t, size_t i);
 size_t sf_link_table_size(const struct sf_link_table *t);
-/* Drains every link (no new streams). */
-void sf_link_table_drain(struct sf_link_table *t);

@@ -96,7 +96,7 @@ static bool admitted(struct sf_fwd *fwd, const struct sf_incoming *in, char *msg
 
 static void accept_some(struct sf_fwd *fwd) {
         for (int i = 0; i < ACCEPT_BATCH; i++) {
-                if (fwd->stats.active - fwd->preauth.all.n >= fwd->conf->max_conns) {
+                if (fwd->stats->active - fwd->preauth.all.n >= fwd->conf->max_conns) {
                         /* Leave the rest in the kernel's backlog until a connection ends. */
                         if (!fwd->paused_full)
                                 sf_log(SF_LOG_WARN, fwd->conf->name, 0,
@@ -136,7 +136,7 @@ static void accept_some(struct sf_fwd *fwd) {
                 if (!admitted(fwd, &in, msg, sizeof msg)) {
                         if (sf_fwd_ratelimit(fwd))
                                 sf_log(SF_LOG_WARN, fwd->conf->name, 0, "%s", msg);
-                        sf_fwd_note_error(fwd, &fwd->stats.err_denied, msg);
+                        sf_fwd_note_error(fwd, &fwd->stats->err_denied, msg);
                         sf_incoming_close(fwd->eng, &in);
                         continue;
                 }
@@ -153,7 +153,7 @@ static void on_listen(struct sf_ev *ev, uint32_t events) {
 static void listener_resume(struct sf_fwd *fwd) {
         if (fwd->listening || !fwd->listen_started)
                 return;
-        if (fwd->stats.active - fwd->preauth.all.n >= fwd->conf->max_conns)
+        if (fwd->stats->active - fwd->preauth.all.n >= fwd->conf->max_conns)
                 return;
         fwd->paused_full = false;
         int r = listen_add(fwd);

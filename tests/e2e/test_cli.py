@@ -63,7 +63,8 @@ def test_version_says_what_a_bug_report_needs(sc):
     portable = "yes" if ENGINE == "portable" else "no"
     preload = "yes" if os.path.exists(os.path.join(os.environ.get("SF_BUILD_ROOT", ""),
                                                    "preload/sockferry-preload.so")) else "no"
-    assert v["build"] == "static=no portable=%s preload=%s" % (portable, preload), out
+    hooks = " test-hooks=yes (not for production)" if "test-hooks=yes" in v["build"] else ""
+    assert v["build"] == "static=no portable=%s preload=%s%s" % (portable, preload, hooks), out
     if ENGINE == "portable":
         assert v["sandbox"] == "none (the portable engine has none)", out
     elif not SECCOMP:

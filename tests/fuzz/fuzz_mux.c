@@ -205,7 +205,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         memset(&F, 0, sizeof F);
         F.role = (flags & 1) ? SF_MUX_SERVER : SF_MUX_CLIENT;
         const struct sf_mux_config cfg = { .max_streams = MAX_STREAMS, .stream_window = STREAM_WINDOW,
-                                           .link_window = LINK_WINDOW };
+                                           .link_window = LINK_WINDOW, .resets_burst = 1000, .resets_per_s = 1000 };
         if (sf_mux_new(F.role, &cfg, &ops, NULL, pool, &F.m) < 0)
                 return 0;
         if (F.role == SF_MUX_CLIENT) {

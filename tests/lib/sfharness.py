@@ -569,6 +569,7 @@ class Relay:
 SERVER_CODE = r'''
 import os, socket, sys, selectors, threading, hashlib
 mode, where = sys.argv[1], sys.argv[2]
+mode, _, tag = mode.partition(":")  # tagged:TAG
 if where.startswith("tcp:"):
     host, port = where[4:].rsplit(":", 1)
     ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -638,6 +639,20 @@ def serve(c):
             c.sendall(b"SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3\r\n")
             while c.recv(65536):
                 pass
+        elif mode == "source":
+            # pseudo-random bytes for as long as the client takes them (a download, a log)
+            import random
+            chunk = random.Random(1).randbytes(1 << 16)
+            while True:
+                c.sendall(chunk)
+        elif mode == "blackhole":
+            # accepts and never reads: an upload that never drains
+            threading.Event().wait()
+        elif mode == "tagged":
+            # each line answered with the server's tag: which upstream a client reached
+            f = c.makefile("rb")
+            for _ in f:
+                c.sendall(tag.encode() + b"\n")
     except OSError:
         pass
     finally:
@@ -651,7 +666,7 @@ while True:
 
 class Server:
     """A real server in its own process (python3), on a unix path or tcp:HOST:PORT: echo,
-    after-eof, sink-source, late, silent or banner (SERVER_CODE). Listening when the
+    after-eof, sink-source, late, silent, banner, source, blackhole or tagged:TAG (SERVER_CODE). Listening when the
     constructor returns, or nothing left behind; stop() (or the end of a with block, safe to
     repeat) kills it and removes its socket file."""
 
@@ -762,3 +777,113 @@ def transfer_both_ways(addr, size):
     assert received.digest() == expect_down.digest(), "downstream bytes differ"
     assert digest == up.digest(), "upstream bytes differ (server saw another digest)"
     return True
+
+
+# ---- the shared link's tests (test_link.py, test_link_life.py) ----------------------------------
+
+def fwd(name, listen, connect_, **keys):
+    """An INI section of a forward with auth = token; keys with _ for -."""
+    lines = ["[%s]" % name, "listen = %s" % listen, "connect = %s" % connect_, "auth = token"]
+    lines += ["%s = %s" % (k.replace("_", "-"), v) for k, v in keys.items()]
+    return "\n".join(lines) + "\n\n"
+
+
+def token_relay(sc, d, sections, name="relay.conf", head="", **kw):
+    """A relay in the scene sc of the forwards in sections (INI text), its token d/token, with
+    head's lines in [sockferry]."""
+    conf = write_conf(d, "[sockferry]\ntoken-file = %s/token\n%s\n%s" % (d, head, sections), name)
+    return sc.relay(["relay", "-c", conf], **kw)
+
+
+def need(*tools):
+    """Skip when a program the test runs is not installed."""
+    missing = [t for t in tools if not shutil.which(t)]
+    if missing:
+        raise Skip("needs %s (not installed)" % ", ".join(missing))
+
+
+def echo_once(path, payload=b"ping", timeout=10):
+    """One client connection: payload up, the echo back, then half-close; returns what came."""
+    s = connect(path, timeout=timeout)
+    try:
+        s.sendall(payload)
+        got = b""
+        while len(got) < len(payload):
+            b = s.recv(65536)
+            if not b:
+                break
+            got += b
+        return got
+    finally:
+        s.close()
+
+
+def closed_without_answer(path, timeout=10):
+    """A client that connects and asks: True when the relay closed it without a byte."""
+    s = connect(path, timeout=timeout)
+    try:
+        try:
+            s.sendall(b"hello?")
+            return s.recv(100) == b""
+        except (BrokenPipeError, ConnectionResetError):
+            return True
+    finally:
+        s.close()
+
+
+class Session:
+    """An interactive client: one connection to an echo service, one round trip at a time."""
+
+    def __init__(self, path, timeout=10):
+        self.s = connect(path, timeout=timeout)
+        self.n = 0
+
+    def round_trip(self, payload=None):
+        payload = payload or b"round trip %d\n" % self.n
+        self.s.sendall(payload)
+        got = b""
+        while len(got) < len(payload):
+            b = self.s.recv(65536)
+            if not b:
+                raise ConnectionError("closed after %d round trips (got %r)" % (self.n, got))
+            got += b
+        assert got == payload, (got, payload)
+        self.n += 1
+        return got
+
+    def ended(self, timeout=10):
+        """Waits until the relay ends this connection; returns how long that took. A reset and
+        an EOF both count: the cause is in the relay's log."""
+        start = time.monotonic()
+        self.s.settimeout(timeout)
+        try:
+            while True:
+                if not self.s.recv(65536):
+                    break
+        except ConnectionResetError:
+            pass
+        except socket.timeout:
+            raise AssertionError("the connection was still open %.0f s after its link went" % timeout)
+        return time.monotonic() - start
+
+    def close(self):
+        self.s.close()
+
+
+def sessions(sc, path, n):
+    """n Sessions through path, each with one round trip done, closed at the end of the scene."""
+    out = [Session(path) for _ in range(n)]
+    sc.closing(out)
+    for s in out:
+        s.round_trip()
+    return out
+
+
+def served(path, timeout=15):
+    """Waits until a new client through path gets its echo (the link came back)."""
+    def ok():
+        try:
+            return echo_once(path, b"are you back?", timeout=5) == b"are you back?"
+        except OSError:
+            return False
+    wait_for(ok, timeout=timeout, what="a new client served through %s" % path)

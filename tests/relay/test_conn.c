@@ -231,7 +231,7 @@ static void check_freed(void) {
         cr_assert(run_until(fwd.n_conns_allocated == 0), "the connection was not freed");
         for (int i = 0; i < 3; i++)
                 step();
-        cr_assert_eq(fwd.stats.active, 0);
+        cr_assert_eq(fwd.stats->active, 0);
         cr_assert_eq(fwd.preauth.all.n, 0);
         cr_assert_eq(sf_bufpool_in_use(pool), 0, "%zu buffers still out", sf_bufpool_in_use(pool));
         sf_engine_trim(&eng);
@@ -505,7 +505,7 @@ Test(conn, plain_relay_both_ways) {
         struct relayed r = relayed_unix("");
         int cfd = r.cfd, sfd = r.sfd, lfd = r.lfd;
         cr_assert_eq(fwd.last_good, 0);
-        cr_assert_eq(fwd.stats.candidate, 0);
+        cr_assert_eq(fwd.stats->candidate, 0);
         send_all(cfd, "request", 7);
         char buf[16];
         recv_n(sfd, buf, 7);
@@ -518,8 +518,8 @@ Test(conn, plain_relay_both_ways) {
         shutdown(sfd, SHUT_WR);
         cr_assert(run_until(conn() == NULL), "both directions done, the connection stayed");
         assert_log("closed: both directions done");
-        cr_assert_eq(fwd.stats.bytes_up, 7);
-        cr_assert_eq(fwd.stats.bytes_down, 5);
+        cr_assert_eq(fwd.stats->bytes_up, 7);
+        cr_assert_eq(fwd.stats->bytes_down, 5);
         finish(3, cfd, sfd, lfd);
 }
 
@@ -546,14 +546,14 @@ Test(conn, plain_every_candidate_fails) {
         int cfd = client_unix();
         cr_assert_null(conn(), "the client was not closed at once");
         cr_assert(run_until(at_eof(cfd)));
-        cr_assert_eq(fwd.stats.err_refused, 1);
+        cr_assert_eq(fwd.stats->err_refused, 1);
         char want[512];
         snprintf(want, sizeof want,
                  "upstream unavailable: every candidate failed: connect unix:%s/a.sock: No such file or directory", tmp);
         assert_log(want);
         snprintf(want, sizeof want, "; connect unix:%s/b.sock: No such file or directory", tmp);
         assert_log(want);
-        cr_assert(strstr(fwd.stats.last_error, "every candidate failed"), "%s", fwd.stats.last_error);
+        cr_assert(strstr(fwd.stats->last_error, "every candidate failed"), "%s", fwd.stats->last_error);
         cr_assert_eq(fwd.last_good, -1);
         finish(1, cfd);
 }
@@ -610,7 +610,7 @@ Test(conn, dial_tcp_timeout) {
         cr_assert_eq(state(), ST_DIALING);
         cr_assert_not(conn()->dial_retry);
         cr_assert(run_until(conn() == NULL));
-        cr_assert_eq(fwd.stats.err_timeout, 1);
+        cr_assert_eq(fwd.stats->err_timeout, 1);
         assert_log("upstream unavailable: connect tcp:127.0.0.1:");
         assert_log("timed out after 100ms");
         cr_assert(at_eof(cfd));
@@ -712,7 +712,7 @@ Test(conn, link_happy_path) {
         cr_assert_eq(memcmp(buf, "early", 5), 0);
         cr_assert_eq(state(), ST_AWAIT_STATUS);
         cr_assert_eq(fwd.last_good, -1, "the candidate is good before its status");
-        cr_assert_eq(fwd.stats.candidate, -1);
+        cr_assert_eq(fwd.stats->candidate, -1);
         /* The status and the service's first bytes in one segment. */
         uint8_t st[SF_HS_STATUS_MAX + 5];
         size_t n = sf_hs_status_build(st, &key, p.snonce, p.cnonce, SF_HS_OK, "");
@@ -722,8 +722,8 @@ Test(conn, link_happy_path) {
         cr_assert_eq(memcmp(buf, "hello", 5), 0);
         cr_assert_eq(state(), ST_RELAYING);
         cr_assert_eq(fwd.last_good, 0);
-        cr_assert_eq(fwd.stats.candidate, 0);
-        cr_assert_eq(fwd.stats.bytes_down, 5, "the status frame counted as data");
+        cr_assert_eq(fwd.stats->candidate, 0);
+        cr_assert_eq(fwd.stats->bytes_down, 5, "the status frame counted as data");
         send_all(cfd, "more", 4);
         recv_n(p.fd, buf, 4);
         cr_assert_eq(memcmp(buf, "more", 4), 0);
@@ -797,8 +797,8 @@ Test(conn, link_auth_rejected_resends_early_bytes) {
         cr_assert_eq(memcmp(buf, "answer", 6), 0);
         cr_assert_eq(fwd.last_good, 1);
         cr_assert(fwd.cand_failing[0]);
-        cr_assert_eq(fwd.stats.err_auth, 0, "a candidate that failed over counted as a failed connection");
-        cr_assert_eq(fwd.stats.bytes_up, 6, "the early bytes counted twice");
+        cr_assert_eq(fwd.stats->err_auth, 0, "a candidate that failed over counted as a failed connection");
+        cr_assert_eq(fwd.stats->bytes_up, 6, "the early bytes counted twice");
         assert_log("auth rejected: tcp:127.0.0.1:");
         finish(5, cfd, a.fd, b.fd, la, lb);
 }
@@ -888,8 +888,8 @@ Test(conn, link_hello_failures_all_fail) {
         snprintf(want, sizeof want, "; wrong peer: tcp:127.0.0.1:%u sent nothing within 100ms", p[4]);
         assert_log(want);
         /* counted once, in the class of the last cause */
-        cr_assert_eq(fwd.stats.err_wrong_peer, 1);
-        cr_assert_eq(fwd.stats.err_other, 0);
+        cr_assert_eq(fwd.stats->err_wrong_peer, 1);
+        cr_assert_eq(fwd.stats->err_other, 0);
         cr_assert_eq(fwd.last_good, -1);
         for (int i = 0; i < 5; i++)
                 close(lfds[i]);
@@ -909,7 +909,7 @@ Test(conn, link_hello_failures_fall_through) {
         cr_assert(run_until(state() == ST_RELAYING));
         cr_assert_eq(fwd.last_good, 1);
         assert_log("sent nothing within 100ms");
-        cr_assert_eq(fwd.stats.err_wrong_peer, 0);
+        cr_assert_eq(fwd.stats->err_wrong_peer, 0);
         finish(5, cfd, afd, b.fd, la, lb);
 }
 
@@ -924,7 +924,7 @@ Test(conn, link_hello_reset) {
         close(afd);
         cr_assert(run_until(conn() == NULL));
         assert_log("no greeting: tcp:127.0.0.1:");
-        cr_assert_eq(fwd.stats.err_wrong_peer, 1);
+        cr_assert_eq(fwd.stats->err_wrong_peer, 1);
         finish(2, cfd, la);
 }
 
@@ -937,7 +937,7 @@ Test(conn, link_status_timeout) {
         cr_assert(run_until(conn() == NULL));
         assert_log("no greeting: tcp:127.0.0.1:");
         assert_log("did not confirm the link in time");
-        cr_assert_eq(fwd.stats.err_timeout, 1);
+        cr_assert_eq(fwd.stats->err_timeout, 1);
         finish(3, cfd, a.fd, la);
 }
 
@@ -966,7 +966,7 @@ Test(conn, link_status_eof) {
         close(a.fd);
         cr_assert(run_until(conn() == NULL));
         assert_log("not confirmed: the relay at tcp:127.0.0.1:");
-        cr_assert_eq(fwd.stats.err_other, 1);
+        cr_assert_eq(fwd.stats->err_other, 1);
         finish(2, cfd, la);
 }
 
@@ -1019,7 +1019,7 @@ static struct link_client refused_client(void) {
         recv_n(l.fd, st, sizeof st);
         cr_assert_eq(st[0], SF_HS_AUTH_REJECTED);
         cr_assert_eq(state(), ST_LINGER);
-        cr_assert_eq(fwd.stats.err_auth, 1);
+        cr_assert_eq(fwd.stats->err_auth, 1);
         assert_log("auth rejected: 127.0.0.1:");
         return l;
 }
@@ -1106,9 +1106,9 @@ Test(conn, greeted_version_and_flags) {
         close(l.fd);
         cr_assert(run_until(conn() == NULL));
         assert_log("version mismatch: 127.0.0.1:");
-        cr_assert(strstr(fwd.stats.last_error, "set flags this relay does not know (0x80)"), "%s",
-                  fwd.stats.last_error);
-        cr_assert_eq(fwd.stats.err_other, 2);
+        cr_assert(strstr(fwd.stats->last_error, "set flags this relay does not know (0x80)"), "%s",
+                  fwd.stats->last_error);
+        cr_assert_eq(fwd.stats->err_other, 2);
         check_freed();
 }
 
@@ -1121,7 +1121,7 @@ Test(conn, greeted_wrong_magic) {
         char buf[8];
         cr_assert_eq(recv_to_eof(l.fd, buf, sizeof buf), 0, "a stray client got a status frame");
         assert_log("wrong peer: 127.0.0.1:");
-        cr_assert_eq(fwd.stats.err_wrong_peer, 1);
+        cr_assert_eq(fwd.stats->err_wrong_peer, 1);
         finish(1, l.fd);
 }
 
@@ -1140,7 +1140,7 @@ Test(conn, greeted_timeout) {
         struct link_client l = client_link();
         cr_assert(run_until(conn() == NULL));
         assert_log("sent no handshake within 50ms");
-        cr_assert_eq(fwd.stats.err_timeout, 1);
+        cr_assert_eq(fwd.stats->err_timeout, 1);
         finish(1, l.fd);
 }
 
@@ -1151,7 +1151,7 @@ Test(conn, greeted_eviction) {
                 fds[i] = client_link().fd;
         /* one per source at most: each new one evicts the one before it */
         cr_assert_eq(fwd.preauth.all.n, 1);
-        cr_assert_eq(fwd.stats.err_preauth, 4);
+        cr_assert_eq(fwd.stats->err_preauth, 4);
         for (int i = 0; i < 4; i++)
                 cr_assert(run_until(at_eof(fds[i])), "connection %d was not evicted", i);
         for (int i = 0; i < 5; i++)
@@ -1176,7 +1176,7 @@ Test(conn, chained_every_dial_fails) {
         struct link_client l = client_link();
         client_frame(&l, &key, 0);
         expect_unavailable(&l, "every candidate failed: connect unix:");
-        cr_assert_eq(fwd.stats.err_refused, 1);
+        cr_assert_eq(fwd.stats->err_refused, 1);
         check_freed();
 }
 
@@ -1201,7 +1201,7 @@ Test(conn, chained_upstream_unavailable) {
         peer_frame(&a);
         peer_status(&a, &key, SF_HS_UPSTREAM_UNAVAILABLE, "connect unix:/far: No such file or directory");
         expect_unavailable(&l, "could not reach its upstream: connect unix:/far");
-        cr_assert_eq(fwd.stats.err_upstream, 1);
+        cr_assert_eq(fwd.stats->err_upstream, 1);
         finish(2, a.fd, la);
 }
 
@@ -1242,7 +1242,7 @@ Test(conn, greeting_check_refuses_a_relay_with_auth_token) {
         char buf[64];
         cr_assert_eq(recv_to_eof(cfd, buf, sizeof buf), 0, "the greeting reached the client as data");
         assert_log("is a sockferry relay with auth = token");
-        cr_assert_eq(fwd.stats.err_wrong_peer, 1);
+        cr_assert_eq(fwd.stats->err_wrong_peer, 1);
         /* the candidate connected: for auth = none that makes it good */
         cr_assert_eq(fwd.last_good, 0);
         finish(3, cfd, a.fd, lfd);

@@ -11,9 +11,9 @@
 
 struct side {
         struct sf_mux *m;
-        struct sf_mux_stream *accepted[8];
-        char service[8][64];
-        bool probe[8];
+        struct sf_mux_stream *accepted[16];
+        char service[16][64];
+        bool probe[16];
         int n_new;
         int wants;
         uint64_t pong;
@@ -29,7 +29,7 @@ static struct side cli, srv;
 
 static void on_new(void *owner, struct sf_mux_stream *s, const char *service, bool by_default, bool probe) {
         struct side *sd = owner;
-        cr_assert_lt(sd->n_new, 8);
+        cr_assert_lt(sd->n_new, 16);
         snprintf(sd->service[sd->n_new], sizeof sd->service[0], "%s", service);
         sd->probe[sd->n_new] = probe;
         sd->accepted[sd->n_new++] = s;
@@ -57,7 +57,7 @@ static void setup_with(uint32_t max_streams, uint32_t stream_window) {
         pool = sf_bufpool_new(4);
         cr_assert_not_null(pool);
         struct sf_mux_config cfg = { .max_streams = max_streams, .stream_window = stream_window,
-                                     .link_window = 4 * stream_window };
+                                     .link_window = 4 * stream_window, .resets_burst = 1000, .resets_per_s = 1000 };
         cr_assert_eq(sf_mux_new(SF_MUX_CLIENT, &cfg, &ops, &cli, pool, &cli.m), 0);
         cr_assert_eq(sf_mux_new(SF_MUX_SERVER, &cfg, &ops, &srv, pool, &srv.m), 0);
 }
@@ -609,8 +609,9 @@ Test(mux, a_peer_that_never_reads_cannot_queue_answers_without_bound) {
 
 Test(mux, a_peer_that_never_reads_holds_at_most_the_windows_and_a_buffer_per_stream) {
         /* The client side never reads 8 streams the server fills: what the client holds unread
-         * is bounded by the stream and the link windows, what the server holds by one send
-         * buffer per stream; the server's user is told to wait (EAGAIN). */
+         * is bounded by the stream windows (the link's went back as the bytes arrived), what
+         * the server holds by one send buffer per stream; the server's user is told to wait
+         * (EAGAIN). */
         enum { N = 8, WINDOW = 64 * 1024, LINK = 4 * WINDOW };
         int err = 0;
         struct sf_mux_stream *c[N];
@@ -635,14 +636,69 @@ Test(mux, a_peer_that_never_reads_holds_at_most_the_windows_and_a_buffer_per_str
         }
         size_t unread = 0;
         for (int i = 0; i < N; i++) {
-                cr_assert_leq(sf_mux_stream_unread(c[i]), WINDOW);
+                cr_assert_eq(sf_mux_stream_unread(c[i]), WINDOW, "stream %d holds %zu unread, not its window", i,
+                             sf_mux_stream_unread(c[i]));
                 unread += sf_mux_stream_unread(c[i]);
         }
-        cr_assert_eq(unread, LINK, "the link window (%d) full, not %zu", LINK, unread);
-        cr_assert_leq(sent, (size_t)LINK + N * SF_BUF_SIZE, "sent %zu", sent);
+        cr_assert_gt(unread, LINK, "the stalled streams hold %zu: the link window (%d) bounded them", unread, LINK);
+        cr_assert_leq(sent, (size_t)N * WINDOW + N * SF_BUF_SIZE, "sent %zu", sent);
         /* Buffers: one receive buffer per client stream holding bytes, one send buffer per
          * server stream. */
         cr_assert_leq(sf_bufpool_in_use(pool), 2 * N);
+        for (int i = 0; i < N; i++) {
+                sf_mux_stream_close(c[i]);
+                sf_mux_stream_close(srv.accepted[i]);
+        }
+        pump();
+        cr_assert_eq(sf_bufpool_in_use(pool), 0);
+}
+
+Test(mux, stalled_readers_stall_only_their_own_streams) {
+        /* More stalled streams than the link window holds windows of: a new stream's bytes
+         * still get through, both ways, and a stalled stream's flow resumes once it is read. */
+        enum { N = 12, WINDOW = 64 * 1024, LINK = 4 * WINDOW };
+        int err = 0;
+        struct sf_mux_stream *c[N];
+        for (int i = 0; i < N; i++)
+                cr_assert_not_null(c[i] = sf_mux_stream_open(cli.m, "bulk", false, false, &err));
+        pump();
+        static char chunk[65536];
+        memset(chunk, 'b', sizeof chunk);
+        for (int round = 0; round < 4; round++) {
+                for (int i = 0; i < N; i++) {
+                        if (round == 0)
+                                cr_assert_eq(sf_mux_stream_accept(srv.accepted[i]), 0);
+                        while (sf_mux_stream_send(srv.accepted[i], chunk, sizeof chunk) > 0)
+                                ;
+                }
+                pump();
+        }
+        size_t unread = 0;
+        for (int i = 0; i < N; i++)
+                unread += sf_mux_stream_unread(c[i]);
+        cr_assert_gt(unread, LINK);
+        /* A neighbour: a round trip each way. */
+        struct watcher wn = { 0 };
+        struct sf_mux_stream *nb = open_watched(&wn);
+        pump();
+        struct sf_mux_stream *ns = srv.accepted[N];
+        cr_assert_eq(sf_mux_stream_accept(ns), 0);
+        cr_assert_eq(sf_mux_stream_send(nb, "ping", 4), 4);
+        cr_assert_eq(sf_mux_stream_send(ns, "pong", 4), 4);
+        pump();
+        char got[8];
+        cr_assert_eq(sf_mux_stream_recv(ns, got, sizeof got), 4, "the neighbour's request is stuck behind the stalled streams");
+        cr_assert_eq(sf_mux_stream_recv(nb, got, sizeof got), 4, "the neighbour's answer is stuck behind the stalled streams");
+        cr_assert_eq(memcmp(got, "pong", 4), 0);
+        /* The stalled ones flow again once read. */
+        static char sink[SF_BUF_SIZE];
+        for (int i = 0; i < N; i++)
+                while (sf_mux_stream_recv(c[i], sink, sizeof sink) > 0)
+                        ;
+        pump();
+        cr_assert_gt(sf_mux_stream_unread(c[0]), 0, "stream 0 got nothing more after it was read");
+        sf_mux_stream_close(nb);
+        sf_mux_stream_close(ns);
         for (int i = 0; i < N; i++) {
                 sf_mux_stream_close(c[i]);
                 sf_mux_stream_close(srv.accepted[i]);
