@@ -1009,6 +1009,12 @@ int sf_link_client_new(uv_loop_t *loop, struct sf_bufpool *pool, const struct sf
         return 0;
 }
 
+void sf_link_transport_close(uv_stream_t *rd, uv_stream_t *wr, uv_close_cb close_cb) {
+        uv_close((uv_handle_t *)rd, close_cb ? close_cb : (uv_close_cb)free);
+        if (wr != rd)
+                uv_close((uv_handle_t *)wr, close_cb ? close_cb : (uv_close_cb)free);
+}
+
 int sf_link_adopt(uv_loop_t *loop, struct sf_bufpool *pool, const struct sf_link_params *p,
                   const struct sf_link_ops *ops, void *owner, enum sf_mux_role role, uv_stream_t *rd,
                   uv_stream_t *wr, uv_close_cb close_cb, struct sf_link **out) {
@@ -1018,9 +1024,7 @@ int sf_link_adopt(uv_loop_t *loop, struct sf_bufpool *pool, const struct sf_link
                 l = NULL;
         }
         if (!l) {
-                uv_close((uv_handle_t *)rd, close_cb ? close_cb : (uv_close_cb)free);
-                if (wr != rd)
-                        uv_close((uv_handle_t *)wr, close_cb ? close_cb : (uv_close_cb)free);
+                sf_link_transport_close(rd, wr, close_cb);
                 return -ENOMEM;
         }
         l->t->close_cb = close_cb;
