@@ -50,7 +50,7 @@ def test_check_plain_words_for_each_failure(sc):
     other = keygen(ln.d, "other")
     banner_port, silent_port, dead_port = free_port(), free_port(), free_port()
     sc.server("banner", "tcp:127.0.0.1:%d" % banner_port)
-    sc.server("silent", "tcp:127.0.0.1:%d" % silent_port)
+    sc.server("sink", "tcp:127.0.0.1:%d" % silent_port)
     rc, out, _ = check("--link-only", "-F", ln.spec(token=other))
     assert rc == 1 and out.startswith("c: FAIL auth rejected: tcp:127.0.0.1:%d" % ln.port) and other in out, out
 

@@ -47,7 +47,7 @@ def test_silent_candidate_falls_through_to_the_next(sc):
     d = sc.tmpdir()
     token = keygen(d)
     pa, pb, pc = free_port(), free_port(), free_port()
-    sc.server("silent", "tcp:127.0.0.1:%d" % pa)
+    sc.server("sink", "tcp:127.0.0.1:%d" % pa)
     sc.server("echo", d + "/service.sock")
     host_relay(sc, d, pb, token, "b")
     host_relay(sc, d, pc, token, "c")
@@ -118,7 +118,7 @@ def test_every_candidate_failing_is_one_line_and_reaches_a_chained_client(sc):
     d = sc.tmpdir()
     token = keygen(d)
     pa, pb, pj = free_port(), free_port(), free_port()
-    sc.server("silent", "tcp:127.0.0.1:%d" % pa)
+    sc.server("sink", "tcp:127.0.0.1:%d" % pa)
     jump = sc.relay(["relay", "-F", "jump:tcp:127.0.0.1:%d=tcp:127.0.0.1:%d|tcp:127.0.0.1:%d,auth=token,"
                      "connect-auth=token,token-file=%s,handshake-timeout=300ms,connect-timeout=1s"
                      % (pj, pa, pb, token)])

@@ -373,7 +373,7 @@ def test_sigterm_drains_active_connections(sc):
 def test_drain_timeout_closes_stuck_connections(sc):
     d = sc.tmpdir()
     port = free_port()
-    sc.server("silent", "tcp:127.0.0.1:%d" % port)
+    sc.server("sink", "tcp:127.0.0.1:%d" % port)
     conf = d + "/sf.conf"
     with open(conf, "w") as f:
         f.write("[sockferry]\ndrain-timeout = 300ms\n[stuck]\nlisten = unix:%s/s.sock\nconnect = tcp:127.0.0.1:%d\n"
