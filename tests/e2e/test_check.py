@@ -12,8 +12,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import sftap  # noqa: E402
-from sfharness import SOCKFERRY, Scene, free_port, keygen, wait_for, write_conf  # noqa: E402
-from sfops import Link, check  # noqa: E402
+from sfharness import SOCKFERRY, Link, Scene, check, free_port, keygen, wait_for, write_conf  # noqa: E402
 
 
 def test_check_ok_through_an_authenticated_link(sc):

@@ -17,7 +17,7 @@ import threading
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import sftap  # noqa: E402
-from sfharness import (Scene, Skip, connect, free_port, keygen, recv_all, run_sockferry,  # noqa: E402
+from sfharness import (Scene, Skip, connect, echo_once, free_port, keygen, recv_all, run_sockferry,  # noqa: E402
                        wait_for, ENGINE, LINK_MODE, VALGRIND)
 
 # What the relay lets through to the peer before the status frame verified (relay/conn/state.h,
@@ -31,14 +31,6 @@ def host_relay(sc, d, port, token, name="host"):
     """A host relay with auth = token on 127.0.0.1:port in front of d/service.sock."""
     return sc.relay(["relay", "-F", "%s:tcp:127.0.0.1:%d=unix:%s/service.sock,auth=token,token-file=%s"
                      % (name, port, d, token)])
-
-
-def round_trip(path, msg=b"ping"):
-    s = connect(path)
-    s.sendall(msg)
-    got = s.recv(len(msg), socket.MSG_WAITALL)
-    s.close()
-    return got
 
 
 def test_silent_candidate_falls_through_to_the_next(sc):
@@ -58,7 +50,7 @@ def test_silent_candidate_falls_through_to_the_next(sc):
     cont = sc.relay(["relay", "-F", spec])
     for i in range(3):
         msg = b"ping%d" % i
-        assert round_trip(d + "/c.sock", msg) == msg, "client %d was not served:\n%s" % (i, cont.text())
+        assert echo_once(d + "/c.sock", msg) == msg, "client %d was not served:\n%s" % (i, cont.text())
     log = cont.text()
     assert "wrong peer: tcp:127.0.0.1:%d sent nothing within %s" % (pa, hs) in log, log
     # B worked and is tried first from then on: A's failure is logged once, not per client (over
@@ -124,13 +116,7 @@ def test_every_candidate_failing_is_one_line_and_reaches_a_chained_client(sc):
                      % (pj, pa, pb, token)])
     cont = sc.relay(["relay", "-F", "cont:unix:%s/c.sock=tcp:127.0.0.1:%d,auth=token,token-file=%s"
                      % (d, pj, token)])
-    s = connect(d + "/c.sock")
-    try:
-        s.sendall(b"request")
-        got = recv_all(s)
-    except (BrokenPipeError, ConnectionResetError):
-        got = b""
-    s.close()
+    got = echo_once(d + "/c.sock", b"request", to_end=True)
     assert got == b"", got
     # Over the shared link each candidate is its link, and its cause the link's
     a_cause = "wrong peer: tcp:127.0.0.1:%d sent nothing within 300ms" % pa
