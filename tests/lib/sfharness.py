@@ -998,9 +998,12 @@ class Result:
 
 
 @contextlib.contextmanager
-def preload_setup():
+def preload_setup(missing=None):
     """The preload tests' run (sftap.main's setup): skipped unless mount namespaces and bind
-    mounts work here; the clients see only what each test sets of the preload's variables."""
+    mounts work here, or with missing, the reason something the program needs is not here;
+    the clients see only what each test sets of the preload's variables."""
+    if missing:
+        raise Skip(missing)
     need_root("for a mount namespace and a bind mount")
     try:
         r = subprocess.run(["unshare", "--mount", "--propagation", "private", "true"],

@@ -47,77 +47,35 @@ def socat_redirected(lab, kind):
     assert r.returncode == 0 and r.stdout == f"{kind}:ping\n", r
 
 
-def python_redirected(lab, kind, mode):
-    ep = target(lab, kind)
-    r = lab.python(mode, lab.mapped, "hello", env=lab.env(f"{lab.mapped}={ep}"))
-    # with select: a unix target connects at once; TCP and vsock report EINPROGRESS, as the kernel does
-    want = "" if mode != "select" else "connect_ex=0 " if kind == "unix" else "connect_ex=EINPROGRESS "
-    assert r.returncode == 0 and r.stdout == f"{want}{kind}:hello\n", r
+def python_redirected(mode):
+    """The python3 client in mode (tests/preload/pyclient.py) redirected to a kind of target."""
+    def redirected(lab, kind):
+        ep = target(lab, kind)
+        r = lab.python(mode, lab.mapped, "hello", env=lab.env(f"{lab.mapped}={ep}"))
+        # with select: a unix target connects at once; TCP and vsock report EINPROGRESS, as the kernel does
+        want = "" if mode != "select" else "connect_ex=0 " if kind == "unix" else "connect_ex=EINPROGRESS "
+        assert r.returncode == 0 and r.stdout == f"{want}{kind}:hello\n", r
+    return redirected
+
+
+# Each client, redirected to each kind of target: one test each (CLIENT redirected to KIND).
+CLIENTS = {"curl --unix-socket": curl_redirected, "socat": socat_redirected,
+           "python3 blocking socket": python_redirected("blocking"),
+           "python3 non-blocking socket with select": python_redirected("select"),
+           "python3 asyncio": python_redirected("asyncio")}
+KINDS = ("unix", "tcp", "vsock")
+
+
+def redirected_to(client, kind):
+    def test(lab):
+        CLIENTS[client](lab, kind)
+    test.__name__ = "test_%s_redirected_to_%s" % (client, kind)
+    return test
 
 
 def test_control_without_the_preload_a_client_cannot_connect_to_the_bind_mounted_directory(lab):
     r = lab.python("blocking", lab.mapped, "hello")
     assert r.returncode == 2 and r.stdout == "errno=111\n", r
-
-
-def test_curl_unix_socket_redirected_to_unix(lab):
-    curl_redirected(lab, "unix")
-
-
-def test_curl_unix_socket_redirected_to_tcp(lab):
-    curl_redirected(lab, "tcp")
-
-
-def test_curl_unix_socket_redirected_to_vsock(lab):
-    curl_redirected(lab, "vsock")
-
-
-def test_socat_redirected_to_unix(lab):
-    socat_redirected(lab, "unix")
-
-
-def test_socat_redirected_to_tcp(lab):
-    socat_redirected(lab, "tcp")
-
-
-def test_socat_redirected_to_vsock(lab):
-    socat_redirected(lab, "vsock")
-
-
-def test_python3_blocking_socket_redirected_to_unix(lab):
-    python_redirected(lab, "unix", "blocking")
-
-
-def test_python3_blocking_socket_redirected_to_tcp(lab):
-    python_redirected(lab, "tcp", "blocking")
-
-
-def test_python3_blocking_socket_redirected_to_vsock(lab):
-    python_redirected(lab, "vsock", "blocking")
-
-
-def test_python3_non_blocking_socket_with_select_redirected_to_unix(lab):
-    python_redirected(lab, "unix", "select")
-
-
-def test_python3_non_blocking_socket_with_select_redirected_to_tcp(lab):
-    python_redirected(lab, "tcp", "select")
-
-
-def test_python3_non_blocking_socket_with_select_redirected_to_vsock(lab):
-    python_redirected(lab, "vsock", "select")
-
-
-def test_python3_asyncio_redirected_to_unix(lab):
-    python_redirected(lab, "unix", "asyncio")
-
-
-def test_python3_asyncio_redirected_to_tcp(lab):
-    python_redirected(lab, "tcp", "asyncio")
-
-
-def test_python3_asyncio_redirected_to_vsock(lab):
-    python_redirected(lab, "vsock", "asyncio")
 
 
 def test_a_forked_child_is_redirected_state_inherited(lab):
@@ -163,4 +121,5 @@ def test_an_af_inet_connect_passes_straight_through(lab):
 
 
 if __name__ == "__main__":
-    sftap.main(sftap.tests_of(globals()), fixture=Scene.of(lambda sc: Lab(sc, ARGS.lib)), setup=preload_setup)
+    sftap.main(sftap.tests_of(globals()) + [redirected_to(c, k) for c in CLIENTS for k in KINDS],
+               fixture=Scene.of(lambda sc: Lab(sc, ARGS.lib)), setup=preload_setup)

@@ -2,7 +2,6 @@
 """sockferry-preload-musl.so, for Alpine containers, with a musl-linked client: it exports
 connect() alone, needs only musl's libc, and redirects, uses a live socket, and diagnoses an
 unmapped directory like the glibc build. Each test gets a Lab (tests/lib/sfharness.py)."""
-import contextlib
 import os
 import re
 import subprocess
@@ -11,7 +10,7 @@ import sys
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import sftap  # noqa: E402
-from sfharness import PRELOAD_DIAGNOSTIC, Lab, Scene, Skip, build_paths, preload_setup  # noqa: E402
+from sfharness import PRELOAD_DIAGNOSTIC, Lab, Scene, build_paths, preload_setup  # noqa: E402
 
 ARGS = build_paths("musl-lib", "musl-client")
 
@@ -76,13 +75,8 @@ def test_an_unmapped_directory_gets_the_diagnostic_and_a_malformed_entry_is_repo
         and 'entry 2 "nonsense"' in r.stderr, r
 
 
-@contextlib.contextmanager
-def musl_setup():
-    if not ARGS.musl_lib:
-        raise Skip("musl-gcc not found: install musl-tools to build and test sockferry-preload-musl.so")
-    with preload_setup():
-        yield
-
-
 if __name__ == "__main__":
-    sftap.main(sftap.tests_of(globals()), fixture=Scene.of(lambda sc: Lab(sc, ARGS.musl_lib)), setup=musl_setup)
+    sftap.main(sftap.tests_of(globals()), fixture=Scene.of(lambda sc: Lab(sc, ARGS.musl_lib)),
+               setup=lambda: preload_setup(None if ARGS.musl_lib else
+                                           "musl-gcc not found: install musl-tools to build and test "
+                                           "sockferry-preload-musl.so"))

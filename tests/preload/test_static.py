@@ -3,7 +3,6 @@
 cannot reach it and the bind-mounted directory still fails for it. The env route (pointing
 the client at the relay's socket) is what serves it. Each test gets a Lab
 (tests/lib/sfharness.py)."""
-import contextlib
 import os
 import subprocess
 import sys
@@ -11,7 +10,7 @@ import sys
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import sftap  # noqa: E402
-from sfharness import Lab, Scene, Skip, build_paths, preload_setup  # noqa: E402
+from sfharness import Lab, Scene, build_paths, preload_setup  # noqa: E402
 
 ARGS = build_paths("lib", "static-client")
 
@@ -33,13 +32,8 @@ def test_the_env_route_serves_it_pointed_at_the_relay_socket_it_connects(lab):
     assert r.returncode == 0 and r.stdout == "relay:who\n", r
 
 
-@contextlib.contextmanager
-def static_setup():
-    if not ARGS.static_client:
-        raise Skip("no static client: the C library has no libc.a (libc6-dev), or this is a sanitizer build")
-    with preload_setup():
-        yield
-
-
 if __name__ == "__main__":
-    sftap.main(sftap.tests_of(globals()), fixture=Scene.of(lambda sc: Lab(sc, ARGS.lib)), setup=static_setup)
+    sftap.main(sftap.tests_of(globals()), fixture=Scene.of(lambda sc: Lab(sc, ARGS.lib)),
+               setup=lambda: preload_setup(None if ARGS.static_client else
+                                           "no static client: the C library has no libc.a (libc6-dev), or this "
+                                           "is a sanitizer build"))
