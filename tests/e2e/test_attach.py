@@ -134,6 +134,15 @@ def echo_inside(container, path, data):
     return out.strip()
 
 
+def attached_echo(sc):
+    """An echo service on the host, attach forwarding it into a Container as RUN/echo.sock:
+    the directory, the container and attach."""
+    d = sc.tmpdir()
+    box = Container(sc, d)
+    sc.server("echo", d + "/echo.sock")
+    return d, box, attach(sc, ["echo:unix:%s/echo.sock=unix:%s/echo.sock" % (box.run_dir, d)], box)
+
+
 # ---- the tests ---------------------------------------------------------------------------------
 
 
@@ -237,10 +246,7 @@ def test_redis_cli_through_attach(sc):
 
 
 def test_sequential_connections_no_fd_growth_on_either_end(sc):
-    d = sc.tmpdir()
-    box = Container(sc, d)
-    sc.server("echo", d + "/echo.sock")
-    r = attach(sc, ["echo:unix:%s/echo.sock=unix:%s/echo.sock" % (box.run_dir, d)], box)
+    _, box, r = attached_echo(sc)
     far = far_end_pid(r)
     assert echo_inside(box, box.run_dir + "/echo.sock", "warm") == "warm"
     host_fds, far_fds = steady(lambda: fds(r.pid), "attach's descriptors"), steady(lambda: fds(far), "the far end's")
@@ -259,10 +265,7 @@ def test_sequential_connections_no_fd_growth_on_either_end(sc):
 
 
 def test_exec_killed_reattaches_and_sigterm_removes_the_sockets(sc):
-    d = sc.tmpdir()
-    box = Container(sc, d)
-    sc.server("echo", d + "/echo.sock")
-    r = attach(sc, ["echo:unix:%s/echo.sock=unix:%s/echo.sock" % (box.run_dir, d)], box)
+    _, box, r = attached_echo(sc)
     assert echo_inside(box, box.run_dir + "/echo.sock", "one") == "one"
     far = far_end_pid(r)
     os.kill(far, signal.SIGKILL)
@@ -281,10 +284,7 @@ def test_exec_killed_reattaches_and_sigterm_removes_the_sockets(sc):
 
 
 def test_attach_killed_the_far_end_sees_eof_and_removes_its_sockets(sc):
-    d = sc.tmpdir()
-    box = Container(sc, d)
-    sc.server("echo", d + "/echo.sock")
-    r = attach(sc, ["echo:unix:%s/echo.sock=unix:%s/echo.sock" % (box.run_dir, d)], box)
+    _, box, r = attached_echo(sc)
     far = far_end_pid(r)
     r.kill()  # SIGKILL: nothing of attach's own shutdown runs; the far end's stdin ends
     wait_for(lambda: not os.path.exists("/proc/%d" % far), 20, "the far end to exit")

@@ -47,6 +47,19 @@ def base_dir(sc):
     return sc.tmpdir(mode=0o755)
 
 
+def sticky_dir(path):
+    """A directory root owns that everyone may write, sticky (as /tmp)."""
+    os.mkdir(path)
+    os.chmod(path, 0o1777)
+    return path
+
+
+def nobody_symlink(sc, target, link):
+    """nobody makes the symbolic link link to target."""
+    p = nobody_python(sc, "import os, sys; os.symlink(sys.argv[1], sys.argv[2])", target, link)
+    assert p.wait() == 0, p.communicate()[1]
+
+
 def nobody_dir(path, mode=0o755):
     os.mkdir(path)
     os.chown(path, NOBODY, NOBODY)
@@ -204,15 +217,11 @@ def test_c_nobodys_link_does_not_decide_where_root_creates_its_socket(sc):
     target = os.path.join(base, "target")
     os.mkdir(target, 0o755)
     mine = nobody_dir(os.path.join(base, "nobody"))
-    sticky = os.path.join(base, "sticky")
-    os.mkdir(sticky)
-    os.chmod(sticky, 0o1777)
+    sticky = sticky_dir(os.path.join(base, "sticky"))
     # A link in nobody's own directory, and nobody's link in a sticky directory root owns.
     for parent, needle in ((mine, "the directory %s is owned by nobody (uid 65534)" % mine),
                            (sticky, "the symbolic link %s/l is owned by nobody (uid 65534)" % sticky)):
-        p = nobody_python(sc, "import os, sys; os.symlink(sys.argv[1], sys.argv[2])", target,
-                          os.path.join(parent, "l"))
-        assert p.wait() == 0, p.communicate()[1]
+        nobody_symlink(sc, target, os.path.join(parent, "l"))
         assert_refused(start(sc, ["relay", "-F", "c:unix:%s/l/s.sock=tcp:127.0.0.1:9" % parent]), needle,
                        attack=lambda r: "root created %s" % os.listdir(target))
         assert os.listdir(target) == [], "root created %s in the link's target" % os.listdir(target)
@@ -221,9 +230,7 @@ def test_c_nobodys_link_does_not_decide_where_root_creates_its_socket(sc):
 def test_safe_places_still_work_sticky_tmp_and_roots_links(sc):
     need_root(ATTACKER)
     base = base_dir(sc)
-    sticky = os.path.join(base, "sticky")
-    os.mkdir(sticky)
-    os.chmod(sticky, 0o1777)
+    sticky = sticky_dir(os.path.join(base, "sticky"))
     real = os.path.join(base, "real")
     os.mkdir(real, 0o755)
     os.symlink(real, os.path.join(base, "link"))
@@ -314,9 +321,7 @@ def test_c_an_alias_held_by_nobodys_socket_is_never_used(sc):
     need_root(ATTACKER)
     base = base_dir(sc)
     up = upstream(sc, os.path.join(base, "up.sock"))
-    sticky = os.path.join(base, "tmp")
-    os.mkdir(sticky)
-    os.chmod(sticky, 0o1777)
+    sticky = sticky_dir(os.path.join(base, "tmp"))
     for how in ("socket", "link"):
         alias = os.path.join(sticky, "app-%s.sock" % how)
         p = nobody_python(sc, SQUAT, alias, *(["link"] if how == "link" else []))
@@ -423,14 +428,11 @@ def test_i_the_token_path_is_walked_like_a_listen_path(sc):
     other_token = os.path.join(theirs, "token")
     assert run_sockferry(["keygen", "-o", other_token])[0] == 0
     mine = nobody_dir(os.path.join(base, "nobody"))
-    sticky = os.path.join(base, "tmp")
-    os.mkdir(sticky)
-    os.chmod(sticky, 0o1777)
+    sticky = sticky_dir(os.path.join(base, "tmp"))
     for parent, needle in ((mine, "the directory %s is owned by nobody (uid 65534)" % mine),
                            (sticky, "the symbolic link %s/token is owned by nobody (uid 65534)" % sticky)):
         link = os.path.join(parent, "token")
-        p = nobody_python(sc, "import os, sys; os.symlink(sys.argv[1], sys.argv[2])", other_token, link)
-        assert p.wait() == 0, p.communicate()[1]
+        nobody_symlink(sc, other_token, link)
         spec = "t:tcp:127.0.0.1:%d=unix:%s/up.sock,auth=token,token-file=%s" % (free_port(), base, link)
         rc, log = start(sc, ["relay", "-F", spec])
         if rc is None:

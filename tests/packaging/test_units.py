@@ -115,6 +115,17 @@ def test_systemd_analyze_verify_the_socket():
     analyze_verify("socket")
 
 
+def notified(notify, msgs, what):
+    """Whether what came on the sd_notify socket notify (in msgs, or in the next messages, which
+    go to msgs too) before it timed out."""
+    try:
+        while not any(what in m for m in msgs):
+            msgs.append(notify.recv(4096).decode())
+    except OSError:
+        pass
+    return any(what in m for m in msgs)
+
+
 def test_a_client_goes_through_the_socket_activated_relay_which_says_ready_then_stopping_and_exits_0():
     """Activation with the units' values: systemd-socket-activate listens where ListenStream=
     says (moved into the temporary tree) with --fdname= the socket's FileDescriptorName=, then
@@ -153,12 +164,7 @@ def test_a_client_goes_through_the_socket_activated_relay_which_says_ready_then_
             reply = repr(e).encode()
         assert reply == b"echo:ping", "a client did not go through the socket-activated relay: %r" % reply
         msgs = []
-        try:
-            while not any("READY=1" in m for m in msgs):
-                msgs.append(notify.recv(4096).decode())
-        except OSError:
-            pass
-        assert any("READY=1" in m for m in msgs), "the relay sent no READY=1 to NOTIFY_SOCKET: %r" % msgs
+        assert notified(notify, msgs, "READY=1"), "the relay sent no READY=1 to NOTIFY_SOCKET: %r" % msgs
         p.send_signal(signal.SIGTERM)
         try:
             rc = p.wait(timeout=15)
@@ -166,12 +172,7 @@ def test_a_client_goes_through_the_socket_activated_relay_which_says_ready_then_
             p.kill()
             rc = p.wait()
         err = p.stderr.read()
-        try:
-            while not any("STOPPING=1" in m for m in msgs):
-                msgs.append(notify.recv(4096).decode())
-        except OSError:
-            pass
-        assert any("STOPPING=1" in m for m in msgs), "the relay sent no STOPPING=1 on SIGTERM: %r" % msgs
+        assert notified(notify, msgs, "STOPPING=1"), "the relay sent no STOPPING=1 on SIGTERM: %r" % msgs
         assert rc == 0, f"SIGTERM stopped the relay with status {rc}\n{err}"
 
 

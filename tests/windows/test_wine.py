@@ -26,6 +26,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import sftap  # noqa: E402
 from sfharness import Net, Relay, Scene, Skip, free_port, run_sockferry, wait_for  # noqa: E402
 
+LIB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib")
 WINE = os.environ.get("SF_WINE", "/usr/lib/wine/wine64")
 EXE = os.environ.get("SF_EXE", "")
 NPIPE_SERVICE = os.environ.get("SF_NPIPE_SERVICE", "")
@@ -123,6 +124,8 @@ class Chain:
 
 
 def in_ns_python(code, *args, timeout=120):
+    """Python code in the namespace, tests/lib on its path."""
+    code = "import sys; sys.path.insert(0, %r)\n" % LIB + code
     p = subprocess.run(["ip", "netns", "exec", NET.ns, sys.executable, "-c", code] + list(args),
                        capture_output=True, timeout=timeout)
     return p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
@@ -249,19 +252,12 @@ def test_a_thousand_sequential_connections_leave_no_handle_behind(sc):
                 "auth = token\ntoken-file = %s\n" % (c.control, HOST_IP, c.port, c.pipe, winpath(c.win_token)))
     c.win = sc.enter_context(WinRelay(["relay", "-c", winpath(conf)], listening=1))
     code = r'''
-import socket, sys
+from sfharness import echo_once
 n = int(sys.argv[2])
 for i in range(n):
-    s = socket.socket(socket.AF_UNIX); s.settimeout(30); s.connect(sys.argv[1])
     want = b"ping %d" % i
-    s.sendall(want)
-    r = b""
-    while len(r) < len(want):
-        b = s.recv(100)
-        if not b: break
-        r += b
-    assert r == want, (i, r)
-    s.close()
+    got = echo_once(sys.argv[1], want, timeout=30)
+    assert got == want, (i, got)
 print("ok")
 '''
     rc, out, err = in_ns_python(code, c.sock, "50")
@@ -276,19 +272,12 @@ print("ok")
 
 
 BURST = r'''
-import socket, sys, threading
+import threading
+from sfharness import echo_once
 n, ok = int(sys.argv[2]), []
 def one(i):
-    s = socket.socket(socket.AF_UNIX); s.settimeout(60); s.connect(sys.argv[1])
     want = b"burst %d " % i * 1000
-    s.sendall(want)
-    r = b""
-    while len(r) < len(want):
-        b = s.recv(65536)
-        if not b: break
-        r += b
-    s.close()
-    ok.append(r == want)
+    ok.append(echo_once(sys.argv[1], want, timeout=60) == want)
 ts = [threading.Thread(target=one, args=(i,)) for i in range(n)]
 [t.start() for t in ts]
 [t.join() for t in ts]
