@@ -17,7 +17,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import sftap  # noqa: E402
 from sfharness import (Link, Scene, Skip, connect, echo_once, free_port, keygen, recv_all, run_measured,  # noqa: E402
-                       run_sockferry, wait_for, write_conf)
+                       run_sockferry, steady, wait_for, write_conf)
 
 
 def control_conf(d, name):
@@ -440,18 +440,6 @@ def test_stats_per_shared_link_both_ends(sc):
     assert "still down" not in log, log
 
 
-def settled_fds(r):
-    """r's descriptors once they stopped changing (the last control connection closed)."""
-    last = -1
-    for _ in range(100):
-        n = r.fds()
-        if n == last:
-            return n
-        last = n
-        time.sleep(0.3)
-    raise AssertionError("the relay's descriptors kept changing")
-
-
 def test_a_stream_flood_is_bounded_by_max_conns(sc):
     """Two services on one port, a with max-conns = 1: of 20 clients of a at once through the
     shared link one is served and the others are refused as streams (busy, in the host's words
@@ -473,7 +461,8 @@ def test_a_stream_flood_is_bounded_by_max_conns(sc):
     cont = sc.relay(["relay", "-c", cont_conf])
     echoes(d + "/cb.sock", b"warm")
     wait_for(lambda: stats(["-c", host_conf])["links"][0]["streams_open"] == 0, what="the warm-up stream closed")
-    base = settled_fds(host)
+    # once the last control connection closed
+    base = steady(host.fds, "the host relay's descriptors", times=2, interval=0.3, timeout=30)
 
     held = sc.closing(connect(d + "/ca.sock"))
     held.sendall(b"x")
