@@ -615,7 +615,7 @@ def test_a_refused_stream_moves_on_to_the_next_candidate(sc):
     default): each of 3 clients is served by the local socket, stats name it as the candidate
     that works, and `sockferry check` exits 0 naming it OK."""
     e = world(sc)
-    sc.server("tagged:local", e.d + "/local.sock")
+    sc.server("tagged", e.d + "/local.sock", tag="local")
     relay_of(sc, e, fwd("echo", e.listen, "unix:%s/nothing.sock" % e.d), "host.conf")
     local = "unix:%s/local.sock" % e.d
     cont = relay_of(sc, e, fwd("echo", "unix:%s/c.sock" % e.d, "%s|%s" % (e.remote, local), connect_timeout="2s"),
@@ -626,7 +626,7 @@ def test_a_refused_stream_moves_on_to_the_next_candidate(sc):
         with s:
             s.sendall(b"hello\n")
             got = s.recv(100)
-        assert got == b"local\n", "client %d of 3 got %r; container log:\n%s" % (i + 1, got, cont.text()[-2000:])
+        assert got == b"local:hello\n", "client %d of 3 got %r; container log:\n%s" % (i + 1, got, cont.text()[-2000:])
     st = forward_stats(stats(e, "cont.conf"), "echo")
     assert st["candidate"] == local, "stats name %r as the candidate that works, not %s" % (st["candidate"], local)
     rc, out, err = run_sockferry(["check", "-c", e.d + "/cont.conf"])
@@ -902,8 +902,8 @@ def test_a_second_sigterm_ends_the_host_relay_at_once(sc):
 def check_cell_test(mode, services, service_set):
     def test(sc):
         e = world(sc)
-        sc.server("tagged:docker", e.d + "/docker.sock")
-        sc.server("tagged:other", e.d + "/other.sock")
+        sc.server("tagged", e.d + "/docker.sock", tag="docker")
+        sc.server("tagged", e.d + "/other.sock", tag="other")
         names = ["docker", "other"][:services]
         relay_of(sc, e, "".join(fwd(n, e.listen, "unix:%s/%s.sock" % (e.d, n)) for n in names), "host.conf")
         keys = {"link": mode}
@@ -920,7 +920,7 @@ def check_cell_test(mode, services, service_set):
                 got = s.recv(100)
             except (ConnectionResetError, BrokenPipeError):
                 got = b""
-        served = got == b"docker\n"
+        served = got == b"docker:hello\n"
         rc, out, err = run_sockferry(["check", "-c", e.d + "/cont.conf"])
         print("# client %s; check exit %d: %s" % ("served" if served else "got %r" % got, rc, out.strip()),
               flush=True)
