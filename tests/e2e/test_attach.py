@@ -546,10 +546,7 @@ def inject_attach(sc, d, box, extra=(), mode="missing", expect=0, user=None, eng
 
 
 def echo(d, data):
-    s = connect(d + "/c/x.sock")
-    s.sendall(data)
-    got = s.recv(64)
-    s.close()
+    got = echo_once(d + "/c/x.sock", data)
     assert got == data, got
 
 
