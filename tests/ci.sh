@@ -38,10 +38,10 @@ lap "fuzz"
 # chroot holding only it and /etc/hosts (aarch64 under qemu-aarch64-static); the .deb, with
 # those binaries, built (lintian errors fail), installed, used for one forward and removed;
 # the RPM spec parsed. Each is built once: the release stage below takes them.
-tests/packaging/install-dist.sh build-ci
+tests/ci/install-dist.sh build-ci
 packaging/linux/build-static.sh "$PWD/build-static"
-$SUDO tests/packaging/static-chroot.sh "$PWD/build-static"
-SF_STATIC_DIR=$PWD/build-static $SUDO ${SUDO:+-E} tests/packaging/deb-install.sh "$PWD/build-deb"
+$SUDO tests/ci/static-chroot.sh "$PWD/build-static"
+SF_STATIC_DIR=$PWD/build-static $SUDO ${SUDO:+-E} tests/ci/deb-install.sh "$PWD/build-deb"
 rpmspec -P packaging/rpm/sockferry.spec >/dev/null && echo "rpm: packaging/rpm/sockferry.spec parses"
 
 # Hardening of the installed binaries, as packaged (PIE, full RELRO, NX stack, stack protector,
@@ -74,29 +74,29 @@ stage() {
         lap "stage $a"
 }
 # The seccomp sandbox on libuv 1.50 (built from trixie's source package) as well as 1.44 (issue 15).
-stage $SUDO tests/sandbox/ci-stage.sh "$PWD/build-libuv150"
+stage $SUDO tests/ci/libuv150.sh "$PWD/build-libuv150"
 # The code macOS runs (-Dportable=true) through the e2e suites and valgrind (issue 14).
-stage $SUDO tests/portable/ci-stage.sh "$PWD/build-portable"
+stage $SUDO tests/ci/portable.sh "$PWD/build-portable"
 # macOS host side without a Mac: Mach-O cross-build (x86_64, arm64, universal), checked for
 # undefined symbols; kept in build-macos for the release stage.
-stage tests/packaging/macos-cross.sh "$PWD/build-macos"
+stage tests/ci/macos-cross.sh "$PWD/build-macos"
 # Windows host side without Windows: sockferry.exe cross-built (PE32+, only Windows DLLs), named
 # pipes, TCP and the end-to-end tests under Wine (issue 18); the exe kept in build-windows.
-SF_WINDOWS_OUT=$PWD/build-windows stage $SUDO ${SUDO:+-E} tests/windows/ci-stage.sh "$PWD/build-ci"
+SF_WINDOWS_OUT=$PWD/build-windows stage $SUDO ${SUDO:+-E} tests/ci/windows.sh "$PWD/build-ci"
 # The release (issue 26): packaging/release.sh VERSION OUTDIR with the builds above (static,
 # macOS, Windows, .deb), every artifact checked, the Homebrew formula built and tested from the
-# release tarball under a stand-in for Homebrew (tests/packaging/release-stage.sh).
+# release tarball under a stand-in for Homebrew (tests/ci/release.sh).
 # A stage that was skipped left no build to reuse: release.sh then makes its own.
 release_env=(SF_RELEASE_STATIC="$PWD/build-static" SF_RELEASE_DEB="$(ls "$PWD"/build-deb/sockferry_*.deb)")
 [ ! -f "$PWD/build-macos/sockferry-universal" ] || release_env+=(SF_RELEASE_MACOS="$PWD/build-macos")
 [ ! -f "$PWD/build-windows/sockferry.exe" ] || release_env+=(SF_RELEASE_WINDOWS="$PWD/build-windows")
-stage env "${release_env[@]}" tests/packaging/release-stage.sh "$PWD/build-release"
+stage env "${release_env[@]}" tests/ci/release.sh "$PWD/build-release"
 # Containers: the images built and run in Debian's docker.io against a host relay, compose and
 # the Kubernetes sidecar's settings (exit 77: skipped, dockerd cannot start here; it says why).
-stage $SUDO tests/containers/ci-stage.sh
+stage $SUDO tests/ci/containers-images.sh
 # attach (issue 25) with the real engine (the docker.io the stage above installed): images
 # imported from this machine's binaries, one without sockferry for --inject; a minute.
-stage $SUDO tests/containers/attach-stage.sh "$PWD/build-ci"
+stage $SUDO tests/ci/containers-attach.sh "$PWD/build-ci"
 
 # One closing line for the whole run, counted from meson's test logs (the main, ASan, libuv 1.50
 # and portable builds) and the stages above.

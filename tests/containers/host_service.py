@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The host's service for tests/containers/ci-stage.sh: HTTP on a unix socket, answering
+"""The host's service for tests/ci/containers-images.sh: HTTP on a unix socket, answering
 "host service: <path>" so a client in a container can tell which request reached it.
 /slow... answers after 2 s and says on stderr when such a request starts (a drain test)."""
 import http.server

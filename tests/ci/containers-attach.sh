@@ -5,7 +5,7 @@
 # "plain" (sh, sleep, uname, mkdir and their libraries: no sockferry) and "with" (plain and the
 # build's sockferry with its libraries). As root:
 #
-#   tests/containers/attach-stage.sh BUILD_DIR    exit 0 PASS, 1 FAIL, 77 SKIP (no dockerd here)
+#   tests/ci/containers-attach.sh BUILD_DIR    exit 0 PASS, 1 FAIL, 77 SKIP (no dockerd here)
 #
 # Checks: attach --engine docker into a container with no network at all (its /run/host a
 # directory of this machine, so a client here reaches the socket the far end made there):
@@ -26,7 +26,7 @@ fail() { printf 'attach-stage: FAIL: %s\n' "$*" >&2; exit 1; }
 skip() { printf 'attach-stage: SKIP: %s\n' "$*"; exit 77; }
 
 [ "$(id -u)" = 0 ] || skip "needs root (dockerd)"
-[ -x /usr/sbin/dockerd ] && [ -x "$DOCKER" ] || skip "no dockerd here (Debian's docker.io; tests/containers/ci-stage.sh installs it)"
+[ -x /usr/sbin/dockerd ] && [ -x "$DOCKER" ] || skip "no dockerd here (Debian's docker.io; tests/ci/containers-images.sh installs it)"
 [ -x "$SF" ] || fail "no sockferry at $SF"
 
 W=$(mktemp -d /tmp/sockferry-attach.XXXXXX)

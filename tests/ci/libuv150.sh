@@ -1,12 +1,12 @@
 #!/bin/bash
 # CI stage: the relay's seccomp sandbox against libuv 1.50 (Debian 13's), whose io_uring ring
 # and named threadpool threads killed the relay before (issue 15). Builds libuv from trixie's
-# source package into a private prefix (tests/sandbox/build-libuv.sh: private apt state, the
+# source package into a private prefix (tests/ci/build-libuv.sh: private apt state, the
 # system's apt configuration untouched), builds sockferry against it with an rpath, and runs the
 # whole test suite against it but the valgrind reruns and the minute-long soak (which the main
 # build runs, on Debian 12's libuv 1.44, with everything else: the soak's mixed load takes the
 # paths the e2e suites take one by one, so it adds no system call the sandbox has to allow).
-# usage: tests/sandbox/ci-stage.sh [BUILDDIR]   (run as root, like tests/ci.sh)
+# usage: tests/ci/libuv150.sh [BUILDDIR]   (run as root, like tests/ci.sh)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-$PWD/build-libuv150}
@@ -14,7 +14,7 @@ work=$(mktemp -d /tmp/sockferry-libuv150.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 start=$SECONDS
 
-if ! tests/sandbox/build-libuv.sh "$work/prefix" "$work/build" >"$work/libuv.log" 2>&1; then
+if ! tests/ci/build-libuv.sh "$work/prefix" "$work/build" >"$work/libuv.log" 2>&1; then
         if grep -qiE 'Failed to fetch|Temporary failure resolving|Could not resolve|Unable to (connect|locate)' \
                 "$work/libuv.log"; then
                 echo "libuv-1.50 stage: SKIP (trixie's libuv1 source package could not be fetched:" \

@@ -1,7 +1,7 @@
 #!/bin/bash
 # meson install into a staging directory (every installed file checked), then meson dist
 # (the committed tree only: meson dist archives git HEAD) and a build of the release tarball.
-# Usage: tests/packaging/install-dist.sh BUILDDIR
+# Usage: tests/ci/install-dist.sh BUILDDIR
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(realpath "${1:?usage: install-dist.sh BUILDDIR}")

@@ -2,7 +2,7 @@
 # CI stage (issue 14): the code macOS runs, built on Linux with -Dportable=true (the portable
 # engine on libuv streams, the POSIX fallbacks, no splice, no seccomp), through the whole relay,
 # auth, faults, attach, link and ops end-to-end suites, the platform-names check, and the relay suite with
-# every relay under valgrind. Usage: tests/portable/ci-stage.sh [BUILD_DIR]
+# every relay under valgrind. Usage: tests/ci/portable.sh [BUILD_DIR]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build-portable}

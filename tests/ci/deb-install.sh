@@ -4,7 +4,7 @@
 # binary, runs the static binaries for `attach --inject` (aarch64 under qemu-aarch64-static),
 # verifies the installed systemd units, then removes the package again.
 # Needs root, dpkg-dev, debhelper, fakeroot, lintian, python3, curl, qemu-user-static.
-# Usage: tests/packaging/deb-install.sh [OUTDIR]      (default: ./build-deb; SF_STATIC_DIR: the
+# Usage: tests/ci/deb-install.sh [OUTDIR]      (default: ./build-deb; SF_STATIC_DIR: the
 #        static binaries to package, packaging/linux/build-static.sh's OUTDIR; else built)
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)

@@ -2,7 +2,7 @@
 # CI stage: sockferry's container images in a real engine (Debian 12's docker.io, BuildKit,
 # docker-compose 1.29), against a host relay on this machine. As root on Debian 12:
 #
-#   tests/containers/ci-stage.sh        exit 0 PASS, 1 FAIL, 77 SKIP (dockerd cannot start here)
+#   tests/ci/containers-images.sh        exit 0 PASS, 1 FAIL, 77 SKIP (dockerd cannot start here)
 #
 # The engine is private to the stage and touches no network: its own socket, data and exec
 # roots and config file; no bridge, no iptables, no forwarding, so no private address range is
@@ -406,7 +406,7 @@ say "sidecar: prepare (uid 65532) copied the token (0400) and made the socket di
 expect "sidecar exit status" 0 "$("$DOCKER" inspect -f '{{.State.ExitCode}}' sf-ci-sidecar)"
 
 # ---- doc/MACOS.md §5: its container commands as written ----
-# The blocks marked "tests/containers/ci-stage.sh runs it" there, in a shell where `docker`
+# The blocks marked "tests/ci/containers-images.sh runs it" there, in a shell where `docker`
 # adds what this engine needs (host network, host.docker.internal = the loopback, a label for
 # the cleanup) and ~ is a scratch home holding the token; 7777 is the port of an ssh-agent's
 # host relay here. ssh-add -l in the container must list the agent's key.
@@ -424,7 +424,7 @@ for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$PORT2") 2>/dev/null && bre
 python3 - "$src/doc/MACOS.md" >"$W/mac/blocks.sh" <<'PY' || fail "macos §5: no block of doc/MACOS.md is marked for this stage"
 import re, sys
 text = open(sys.argv[1]).read()
-blocks = re.findall(r"<!-- doctest: skip [^>]*tests/containers/ci-stage\.sh runs it[^>]*-->\n```sh\n(.*?)```", text, re.S)
+blocks = re.findall(r"<!-- doctest: skip [^>]*tests/ci/containers-images\.sh runs it[^>]*-->\n```sh\n(.*?)```", text, re.S)
 if not blocks:
     sys.exit(1)
 print("".join(blocks))

@@ -6,7 +6,7 @@
 # qemu-ARCH-static, copied into the chroot with it (a static emulator: it needs nothing else
 # there); without that emulator it is a failure, not a skip: the release ships it.
 # Needs root (chroot), python3 and curl.
-# Usage: tests/packaging/static-chroot.sh OUTDIR        (build-static.sh's OUTDIR: every
+# Usage: tests/ci/static-chroot.sh OUTDIR        (build-static.sh's OUTDIR: every
 #        OUTDIR/linux-ARCH/sockferry)
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)

@@ -12,7 +12,7 @@
 #   4. tests/windows/tokenfile.sh (the token file's owner and DACL checks) and
 #      tests/windows/test_wine.py: sockferry.exe under Wine end to end (its environment: SF_EXE,
 #      SF_WINE, WINEPREFIX, SF_NPIPE_SERVICE, SOCKFERRY).
-# Usage: tests/windows/ci-stage.sh [LINUX_BUILD_DIR]  (default build-ci: the Linux sockferry
+# Usage: tests/ci/windows.sh [LINUX_BUILD_DIR]  (default build-ci: the Linux sockferry
 # the end-to-end tests talk to; SF_WINDOWS_OUT=DIR keeps the sockferry.exe it tested there, for
 # packaging/release.sh). Exit 0 passed, 77 skipped (the reason is printed), 1 failed;
 # one closing line "windows-wine: PASS|SKIP|FAIL ...".

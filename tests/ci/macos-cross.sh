@@ -11,7 +11,7 @@
 # Prints one closing line: "macos-cross: PASS ..." or "macos-cross: FAIL ...".
 set -uo pipefail
 
-# Usage: tests/packaging/macos-cross.sh [OUTDIR]
+# Usage: tests/ci/macos-cross.sh [OUTDIR]
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 if [ -n "${1:-}" ]; then
         mkdir -p "$1"

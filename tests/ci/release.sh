@@ -16,7 +16,7 @@
 #                  tarball with std_meson_args, run `test do` (a relay pair end to end), read
 #                  `service do`
 #
-#   tests/packaging/release-stage.sh [OUTDIR]     (default: a temporary directory)
+#   tests/ci/release.sh [OUTDIR]     (default: a temporary directory)
 #
 # The builds CI made already are reused through SF_RELEASE_STATIC, SF_RELEASE_MACOS,
 # SF_RELEASE_WINDOWS and SF_RELEASE_DEB (packaging/release.sh). The formula's URLs are file://
