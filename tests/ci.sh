@@ -91,12 +91,11 @@ release_env=(SF_RELEASE_STATIC="$PWD/build-static" SF_RELEASE_DEB="$(ls "$PWD"/b
 [ ! -f "$PWD/build-macos/sockferry-universal" ] || release_env+=(SF_RELEASE_MACOS="$PWD/build-macos")
 [ ! -f "$PWD/build-windows/sockferry.exe" ] || release_env+=(SF_RELEASE_WINDOWS="$PWD/build-windows")
 stage env "${release_env[@]}" tests/ci/release.sh "$PWD/build-release"
-# Containers: the images built and run in Debian's docker.io against a host relay, compose and
-# the Kubernetes sidecar's settings (exit 77: skipped, dockerd cannot start here; it says why).
-stage $SUDO tests/ci/containers-images.sh
-# attach (issue 25) with the real engine (the docker.io the stage above installed): images
-# imported from this machine's binaries, one without sockferry for --inject; a minute.
-stage $SUDO tests/ci/containers-attach.sh "$PWD/build-ci"
+# Containers (tests/ci/containers.sh, one private dockerd for both parts): the images built and
+# run in Debian's docker.io against a host relay, compose and the Kubernetes sidecar's settings;
+# attach (issue 25) with images imported from this machine's binaries, one without sockferry
+# for --inject (exit 77: skipped, dockerd cannot start here; it says why).
+stage $SUDO tests/ci/containers.sh "$PWD/build-ci"
 
 # One closing line for the whole run, counted from meson's test logs (the main, ASan, libuv 1.50
 # and portable builds) and the stages above.
