@@ -7,23 +7,24 @@
 # Lanes (after packaging/install-deps.sh base and the main build, build-ci; the rest of the
 # packages installs beside them, and the jobs that need it wait for it):
 #   e2e       the main build's tests but the valgrind twins (unit, e2e, ops, docs, packaging,
-#             hardening, the 60 s soak); then the ASan+UBSan build's, the libuv 1.50 build's
-#             and the portable build's tests, each as soon as its build is there
-#   valgrind  the main build's valgrind twins (every relay of 7 e2e suites under memcheck)
+#             hardening, the 60 s soak), then the libuv 1.50 build's (tests/ci/libuv150.sh)
+#   valgrind  the main build's valgrind twins (every relay of 7 e2e suites under memcheck),
+#             then the portable build's tests (tests/ci/portable.sh)
+#   asan      the ASan+UBSan build's tests, as soon as it is built
 #   builds    the ASan+UBSan, libuv 1.50 (tests/ci/libuv150.sh) and portable
 #             (tests/ci/portable.sh) builds, then meson install and dist
 #             (tests/ci/install-dist.sh), the RPM spec, the container engine
 #             (tests/ci/containers.sh), the .deb (tests/ci/deb-install.sh), the release
 #             (tests/ci/release.sh)
 #   cross     the CPU-bound side jobs: the static binaries and their chroots
-#             (tests/ci/static-chroot.sh), sockferry.exe and Wine (tests/ci/windows.sh), the
-#             macOS cross-build (tests/ci/macos-cross.sh), fuzz (tests/fuzz/run.sh)
+#             (tests/ci/static-chroot.sh), sockferry.exe and Wine (tests/ci/windows.sh)
+#   cross2    the macOS cross-build (tests/ci/macos-cross.sh), fuzz (tests/fuzz/run.sh)
 # The previous release (tests/e2e/test_link.py's interop tests) is built once, beside the main
 # build, and every test run gets it as SF_PREV_SOCKFERRY.
 # Every test run has a network namespace of its own (unshare --net): runs that overlap never
 # meet on an address, a port or an interface, whoever else tests on this machine. Each runs
-# $SF_TEST_PROCESSES (2) tests at a time. The lanes but e2e run under nice: the end-to-end
-# tests, which wait on timeouts, get the CPU first. Every job writes its own log
+# $SF_TEST_PROCESSES (2) tests at a time. The build and cross lanes run under nice: the tests,
+# which wait on timeouts, get the CPU first. Every job writes its own log
 # (build-logs/NAME.log), printed whole when it ends; a job that fails fails the run, and the jobs
 # that needed what it made are not run (said as such). build-logs/stages.tsv keeps each job's
 # lane, start, end and status.
@@ -62,13 +63,19 @@ lanes=()
 cleanup 'for p in "${lanes[@]}"; do kill -- "-$p" 2>/dev/null; done; wait'
 
 # job LANE NAME COMMAND...: runs the stage COMMAND (0 passed, 77 skipped, else failed) with
-# its output in $logs/NAME.log, records it and prints its log when it ends. Returns 0 unless
-# it failed.
+# its output in $logs/NAME.log and the CPU time it took (bash's times: its processes, once
+# they ended; not what a daemon such as dockerd did for it) in $logs/NAME.times, records it
+# and prints its log when it ends. Returns 0 unless it failed.
 job() {
         local lane=$1 name=$2 t0=$SECONDS rc=0
         shift 2
         echo "$t0" >"$logs/$name.start"
-        "$@" >"$logs/$name.log" 2>&1 </dev/null || rc=$?
+        (
+                rc=0
+                "$@" || rc=$?
+                times >"$logs/$name.times"
+                exit $rc
+        ) >"$logs/$name.log" 2>&1 </dev/null || rc=$?
         done_job "$lane" "$name" "$t0" "$rc"
 }
 # done_job LANE NAME START STATUS: the record and the printed log of a job (status -1: not run).
@@ -164,7 +171,7 @@ niced() { renice -n 10 -p "$BASHPID" >/dev/null; }
 job setup packages $SUDO packaging/install-deps.sh --fast base || fail "packaging/install-deps.sh (its log above)"
 (set +e; job setup packages-rest $SUDO packaging/install-deps.sh --fast) &
 lanes+=($!)
-(set +e; niced; job setup prev prev_release) &
+(set +e; job setup prev prev_release) &
 lanes+=($!)
 job setup build-ci build "$src/build-ci" -Dwerror=true -Dbuildtype=debugoptimized || fail "the main build (its log above)"
 
@@ -172,13 +179,16 @@ job setup build-ci build "$src/build-ci" -Dwerror=true -Dbuildtype=debugoptimize
 lane_e2e() {
         with_prev
         job e2e tests-main tests "$src/build-ci" testlog --no-suite valgrind
-        after build-asan -- e2e tests-asan tests_asan
         after build-libuv150 -- e2e tests-libuv150 in_netns tests/ci/libuv150.sh "$src/build-libuv150" test
-        after build-portable -- e2e tests-portable in_netns tests/ci/portable.sh "$src/build-portable" test
 }
 lane_valgrind() {
         with_prev
         job valgrind tests-valgrind tests "$src/build-ci" valgrind --suite valgrind
+        after build-portable -- valgrind tests-portable in_netns tests/ci/portable.sh "$src/build-portable" test
+}
+lane_asan() {
+        with_prev
+        after build-asan -- asan tests-asan tests_asan
 }
 lane_builds() {
         niced
@@ -208,16 +218,22 @@ lane_cross() {
         # in an empty chroot.
         after packages-rest -- cross static packaging/linux/build-static.sh "$src/build-static"
         after static -- cross static-chroot $SUDO tests/ci/static-chroot.sh "$src/build-static"
-        # Windows host side without Windows: sockferry.exe cross-built, kept for the release,
-        # then under Wine (its end-to-end test makes a network namespace: in one of its own).
-        after packages-rest -- cross windows in_netns env SF_WINDOWS_OUT="$src/build-windows" \
+        # Windows host side without Windows: sockferry.exe cross-built (it downloads: not in a
+        # namespace of its own; its end-to-end test makes one with addresses no other test
+        # uses), kept for the release, then under Wine.
+        after packages-rest -- cross windows env SF_WINDOWS_OUT="$src/build-windows" $SUDO ${SUDO:+-E} \
                 tests/ci/windows.sh "$src/build-ci"
-        # macOS host side without a Mac: Mach-O cross-build, kept for the release.
-        after packages-rest -- cross macos tests/ci/macos-cross.sh "$src/build-macos"
-        # libFuzzer smoke run of every parser that takes outside input, from the committed corpora.
-        after packages-rest -- cross fuzz tests/fuzz/run.sh 10 "$src/build-fuzz"
 }
-for lane in lane_e2e lane_valgrind lane_builds lane_cross; do
+lane_cross2() {
+        niced
+        # macOS host side without a Mac: Mach-O cross-build, kept for the release.
+        after packages-rest -- cross2 macos tests/ci/macos-cross.sh "$src/build-macos"
+        # libFuzzer smoke run of every parser that takes outside input, from the committed corpora.
+        after packages-rest -- cross2 fuzz tests/fuzz/run.sh 10 "$src/build-fuzz"
+}
+# A lane runs all of its jobs whatever becomes of each (set +e): the jobs of other lanes may
+# wait for them.
+for lane in lane_e2e lane_valgrind lane_asan lane_builds lane_cross lane_cross2; do
         (set +e; $lane) &
         lanes+=($!)
 done
@@ -240,9 +256,9 @@ kill -- "-$beat"
 lanes=()
 
 # ---- the end: the slowest tests, each job's time, one closing line ----
-python3 - "$logs/stages.tsv" "$SECONDS" build-ci build-asan build-libuv150 build-portable <<'PY'
-import glob, json, sys
-stages, total, builds = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+python3 - "$logs" "$SECONDS" build-ci build-asan build-libuv150 build-portable <<'PY'
+import glob, json, re, sys
+logs, total, builds = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 tests = []
 for b in builds:
     for path in sorted(glob.glob(b + "/meson-logs/*.json")):
@@ -253,11 +269,19 @@ for b in builds:
 print("\nThe 10 slowest tests:")
 for d, b, name, res in sorted(tests, reverse=True)[:10]:
     print("  %7.1f s  %-16s %-30s %s" % (d, b, name, res))
-jobs = [l.rstrip("\n").split("\t") for l in open(stages) if l.strip()]
-print("\nEach job (lane, start and end in s since the run began, seconds):")
+jobs = [l.rstrip("\n").split("\t") for l in open(logs + "/stages.tsv") if l.strip()]
+def cpu(name):
+    """A job's CPU seconds: the user and system times of its shell and their children."""
+    try:
+        text = open("%s/%s.times" % (logs, name)).read()
+    except OSError:
+        return 0.0
+    return sum(int(m) * 60 + float(s) for m, s in re.findall(r"(\d+)m([\d.]+)s", text))
+print("\nEach job: lane, start and end (s since the run began), seconds, CPU seconds:")
 for name, lane, t0, t1, word in sorted(jobs, key=lambda j: (int(j[2]), j[0])):
-    print("  %-16s %-9s %5s %5s %5d s  %s" % (name, lane, t0, t1, int(t1) - int(t0), word))
-print("  total: %d s" % total)
+    print("  %-16s %-9s %5s %5s %5d s %6.0f s  %s" % (name, lane, t0, t1, int(t1) - int(t0), cpu(name), word))
+all_cpu = sum(cpu(j[0]) for j in jobs)
+print("  the run: %d s; its jobs' CPU: %.0f s (%.2f cores busy on average)" % (total, all_cpu, all_cpu / max(total, 1)))
 passed = sum(1 for t in tests if t[3] in ("OK", "EXPECTEDFAIL"))
 skipped = sum(1 for t in tests if t[3] == "SKIP")
 failed = len(tests) - passed - skipped
@@ -265,7 +289,7 @@ failed = len(tests) - passed - skipped
 # failed: a run can fail with no failed test to show, a timeout of the whole run); a build, the
 # packages and the previous release only when they did not pass.
 for name, lane, t0, t1, word in jobs:
-    if word == "PASS" and (name.startswith(("build-", "tests-")) or name in ("packages", "prev")):
+    if word == "PASS" and (name.startswith(("build-", "tests-", "packages")) or name == "prev"):
         continue
     if word == "PASS":
         passed += 1
