@@ -251,12 +251,14 @@ heartbeat() {
 }
 heartbeat &
 beat=$!
+disown "$beat"
 wait "${lanes[@]}" || true
 kill -- "-$beat"
 lanes=()
 
 # ---- the end: the slowest tests, each job's time, one closing line ----
-python3 - "$logs" "$SECONDS" build-ci build-asan build-libuv150 build-portable <<'PY'
+rc=0
+python3 - "$logs" "$SECONDS" build-ci build-asan build-libuv150 build-portable >"$logs/summary.txt" <<'PY' || rc=$?
 import glob, json, re, sys
 logs, total, builds = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 tests = []
@@ -300,3 +302,8 @@ for name, lane, t0, t1, word in jobs:
 print("%d passed, %d failed, %d skipped" % (passed, failed, skipped))
 sys.exit(1 if failed else 0)
 PY
+cat "$logs/summary.txt"
+# The closing line: the count again, and the run's time.
+# shellcheck disable=SC2034 # stage.sh says it
+stage_reason=$(tail -n 1 "$logs/summary.txt")
+[ "$rc" = 0 ] || exit 1

@@ -16,6 +16,7 @@
 #                      ends; the last one registered runs first, each whatever the others did;
 #                      $stage_status is then the status the stage ends with
 #   stage_seconds      seconds since the stage began
+#   stage_reason=TEXT  what the closing line says after PASS too (fail and skip set it)
 #
 # When the stage ends, the cleanups run, then one closing line says how it ended and its time:
 # "NAME: PASS (12 s)", "NAME: SKIP: reason (0 s)", "NAME: FAIL: reason (80 s)".
@@ -50,7 +51,7 @@ stage_end() {
                 eval "${stage_cleanups[i]}" || say "cleanup: '${stage_cleanups[i]}' exited $?"
         done
         case $rc in
-        0) say "PASS ($(stage_seconds) s)" ;;
+        0) say "PASS${stage_reason:+: $stage_reason} ($(stage_seconds) s)" ;;
         77) say "SKIP: ${stage_reason:-no reason given} ($(stage_seconds) s)" ;;
         *)
                 say "FAIL: ${stage_reason:-exit status $rc} ($(stage_seconds) s)"
