@@ -74,15 +74,6 @@ container() { # NAME IMAGE: a container with no network, its /run/host in $W/NAM
                 { cat "$W/run.log" >&2; fail "docker run $2"; }
 }
 forward=(-F "svc:unix:/run/host/svc.sock=unix:$W/host/service.sock,mode=0666")
-wait_attached() { # LOG COUNT
-        for _ in $(seq 300); do
-                [ "$(grep -c 'far end: ready' "$1")" -ge "$2" ] && return 0
-                kill -0 "$attach_pid" 2>/dev/null || break
-                sleep 0.1
-        done
-        cat "$1" >&2
-        fail "the far end was not ready ($2) within 30 s"
-}
 get() { # NAME PATH: curl through the container's socket
         curl -sS --max-time 10 --unix-socket "$W/$1/svc.sock" "http://h$2" 2>&1 || true
 }

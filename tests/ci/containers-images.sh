@@ -383,15 +383,6 @@ say "compose: docker-compose up of packaging/docker/compose.yaml, healthy in $s 
 # attach here (the static binary) runs `docker exec -i -u 0 CONTAINER sockferry link --stdio`
 # into a container with no network at all; its /run/host is a directory of this machine, so
 # curl here reaches the socket the far end made there, through attach to the host service.
-wait_attached() { # LOG COUNT: the far end ready COUNT times
-        for _ in $(seq 300); do
-                [ "$(grep -c 'far end: ready' "$1")" -ge "$2" ] && return 0
-                kill -0 "$attach_pid" 2>/dev/null || break
-                sleep 0.1
-        done
-        cat "$1" >&2
-        fail "attach: the far end was not ready ($2) within 30 s"
-}
 attach_check() { # NAME IMAGE [attach options...]
         local name=$1 image=$2 dir=$W/attach-$1 log=$W/attach-$1.log rc=0 got
         shift 2

@@ -5,6 +5,8 @@
 #                               service started at install time (PID 1 is not systemd here)
 #   engine_start docker         a private dockerd: exports DOCKER_HOST, registers its stop as a
 #                               cleanup; skips the stage (77) when dockerd cannot start here
+#   wait_attached LOG COUNT     waits until `sockferry attach` ($attach_pid, its stderr in LOG)
+#                               has said "far end: ready" COUNT times; fails after 30 s
 #
 # The engine is private and touches no network: its own socket, data and exec roots and
 # configuration file; no bridge, no iptables, no forwarding, so no private address range is
@@ -114,4 +116,14 @@ engine_stop() {
         done
         rm -rf "$engine_droot" "$engine_xroot" "$engine_dir"
         return 0
+}
+
+wait_attached() {
+        for _ in $(seq 300); do
+                [ "$(grep -c 'far end: ready' "$1")" -ge "$2" ] && return 0
+                kill -0 "$attach_pid" 2>/dev/null || break
+                sleep 0.1
+        done
+        cat "$1" >&2
+        fail "attach: the far end was not ready ($2) within 30 s"
 }
