@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The image files, read without Docker (TAP output): tests/containers/ci-stage.sh builds and
+"""The image files, read without Docker (TAP output): tests/ci/containers-images.sh builds and
 runs them.
 
 Usage: test_docker.py SOURCE_ROOT

@@ -5,7 +5,7 @@ Usage: test_homebrew.py --formula packaging/homebrew/sockferry.rb     (the templ
        test_homebrew.py --formula OUTDIR/homebrew-sockferry/Formula/sockferry.rb  (the tap's)
 
 ruby -c parses it (Debian's ruby; Homebrew itself is not here, so `brew audit` and
-`brew test` are not run; tests/packaging/release-stage.sh runs the tap's formula under
+`brew test` are not run; tests/ci/release.sh runs the tap's formula under
 tests/packaging/brew_harness.rb). The rest is read from the text: the build and run-time
 dependencies, the meson build, the static Linux binaries, the per-user service and its test
 block; the template holds the two lines packaging/release.sh fills and no url, sha256,

@@ -9,7 +9,7 @@
          server on this machine's loopback (Wine's processes are Linux processes), or
          tests/windows/npipe-service.exe for a pipe whose every instance is busy.
 
-Environment (tests/windows/ci-stage.sh sets it): SOCKFERRY (the Linux build), SF_EXE
+Environment (tests/ci/windows.sh sets it): SOCKFERRY (the Linux build), SF_EXE
 (sockferry.exe), SF_WINE (wine64), WINEPREFIX (a throw-away prefix, booted), SF_NPIPE_SERVICE
 (npipe-service.exe; the busy-pipe test skips without it, saying so). HOST is the host end of
 the namespace's veth pair, from this program's /24 of 198.18.0.0/15 (sfharness.Net). Each test
