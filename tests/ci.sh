@@ -146,7 +146,7 @@ tests() {
 tests_asan() (
         export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
         export SF_BIG_MIB=16 SF_SOAK_SECONDS=20
-        tests "$src/build-asan" testlog --no-suite preload --no-suite packaging
+        tests "$src/build-asan" testlog --timeout-multiplier 3 --no-suite preload --no-suite packaging
 )
 # with_prev: SF_PREV_SOCKFERRY for the tests of this lane, once the previous release is built
 # (none when it could not be: the interop tests then say so).
@@ -173,7 +173,7 @@ job setup packages $SUDO packaging/install-deps.sh --fast base || fail "packagin
 lanes+=($!)
 (set +e; job setup prev prev_release) &
 lanes+=($!)
-job setup build-ci build "$src/build-ci" -Dwerror=true -Dbuildtype=debugoptimized || fail "the main build (its log above)"
+job setup build-ci build "$src/build-ci" -Dwerror=true -Dbuildtype=debugoptimized -Dtest_hooks=true || fail "the main build (its log above)"
 
 # ---- the lanes ----
 lane_e2e() {
@@ -193,7 +193,7 @@ lane_asan() {
 lane_builds() {
         niced
         job builds build-asan build "$src/build-asan" \
-                -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false -Dpreload=disabled
+                -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false -Dpreload=disabled -Dtest_hooks=true
         after packages-rest -- builds build-libuv150 tests/ci/libuv150.sh "$src/build-libuv150" build
         job builds build-portable tests/ci/portable.sh "$src/build-portable" build
         job builds install-dist tests/ci/install-dist.sh "$src/build-ci"
