@@ -677,7 +677,11 @@ def as_app(c, xdg=False, extra=""):
         raise Skip("setpriv is not installed")
     os.chmod(c.upstream, 0o666)
     lines = ["set -e", "mount -t tmpfs -o mode=0755 sf-run /run", "mkdir /run/host",
-             "mount --bind %s /run/host" % c.dir, "mount -t tmpfs -o mode=1777 sf-tmp /tmp"]
+             "mount --bind %s /run/host" % c.dir,
+             # the binary from where uid 1000 reaches it under the fresh /tmp (a build tree
+             # under /tmp, as a CI clone may be, is hidden by it)
+             'install -m 0755 "$SOCKFERRY" /run/host/.sockferry', "SOCKFERRY=/run/host/.sockferry",
+             "mount -t tmpfs -o mode=1777 sf-tmp /tmp"]
     if xdg:
         lines += ["mkdir -p /run/user/%d" % APP, "chown %d:%d /run/user/%d" % (APP, APP, APP),
                   "chmod 0700 /run/user/%d" % APP, "export XDG_RUNTIME_DIR=/run/user/%d" % APP]
