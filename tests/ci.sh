@@ -145,7 +145,7 @@ tests() {
 # The ASan+UBSan build's tests: no packaging suite, a short soak (the list above says why).
 tests_asan() (
         export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-        export SF_BIG_MIB=16 SF_SOAK_SECONDS=20
+        export SF_BIG_MIB=16 SF_SOAK_SECONDS=20 SF_WAIT_SCALE=2
         tests "$src/build-asan" testlog --timeout-multiplier 3 --no-suite preload --no-suite packaging
 )
 # with_prev: SF_PREV_SOCKFERRY for the tests of this lane, once the previous release is built

@@ -82,7 +82,13 @@ def free_port():
     return port
 
 
+# A wait's timeout is a ceiling, not what is tested: under valgrind, and where CI runs several
+# test runs beside each other (SF_WAIT_SCALE), it is that many times longer.
+WAIT_SCALE = float(os.environ.get("SF_WAIT_SCALE") or (3 if VALGRIND else 1))
+
+
 def wait_for(pred, timeout=10.0, what="condition"):
+    timeout *= WAIT_SCALE
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         v = pred()
