@@ -370,7 +370,9 @@ def test_three_services_on_one_port_share_one_tcp_connection(sc):
     os.makedirs(sock)
     sc.server("echo", sock + "/echo.sock")
     sc.server("http", sock + "/web.sock", "web")
-    sc.popen(["socat", "UNIX-LISTEN:%s/upper.sock,fork" % sock, "EXEC:tr a-z A-Z"])
+    # -t 10: after the client's half-close, socat's default is to give tr 0.5 s to answer before
+    # it closes (an empty answer, "tr: write error: Broken pipe", on a loaded machine)
+    sc.popen(["socat", "-t", "10", "UNIX-LISTEN:%s/upper.sock,fork" % sock, "EXEC:tr a-z A-Z"])
     wait_for(lambda: os.path.exists(sock + "/upper.sock"), what="socat's socket")
     listen = "tcp:%s:%d" % (HOST_IP, PORT)
     host = host_relay(sc, d, fwd("echo", listen, "unix:%s/echo.sock" % sock)
