@@ -77,8 +77,8 @@ class Proxy:
     target. reset() cuts every connection with RSTs both ways; stall(True) stops carrying bytes
     (the connections stay open and the bytes wait, as on a path that stalls); delay (seconds)
     holds each chunk that long each way; refuse(True) cuts new connections at once;
-    drop_after (seconds) cuts each connection that long after it came (a link that drops
-    again and again). accepted and cuts count."""
+    drop_after (seconds) cuts each connection that long after the target's first bytes (the
+    host's greeting: a link that went up, then drops, again and again). accepted and cuts count."""
 
     def __init__(self, port, target, delay=0.0, drop_after=None):
         self.target = target
@@ -153,6 +153,7 @@ class Proxy:
         def __init__(self, a, b, born):
             self.socks = [a, b]
             self.born = born
+            self.answered = None  # when the target's first bytes came
             self.out = [[], []]  # per socket: (due, bytes) chunks waiting to go to it
             self.eof = [False, False]  # read EOF from socket i
             self.shut = [False, False]  # shut down socket i's writing
@@ -224,6 +225,8 @@ class Proxy:
             self._cut(p)
             return
         other = 1 - i
+        if i == 1 and data and p.answered is None:
+            p.answered = time.monotonic()
         if not data:
             p.eof[i] = True
             p.out[other].append((time.monotonic() + self.delay, None))
@@ -266,8 +269,8 @@ class Proxy:
                     for i in (0, 1):
                         if p.out[i]:
                             timeout = min(timeout, max(0.0, p.out[i][0][0] - now))
-                    if self.drop_after is not None:
-                        timeout = min(timeout, max(0.0, p.born + self.drop_after - now))
+                    if self.drop_after is not None and p.answered is not None:
+                        timeout = min(timeout, max(0.0, p.answered + self.drop_after - now))
                 for key, ev in self.sel.select(timeout):
                     if key.fileobj is self.ls:
                         self._accept()
@@ -288,7 +291,8 @@ class Proxy:
                             self._writable(p, i)
                 now = time.monotonic()
                 for p in list(self.pairs):
-                    if self.drop_after is not None and now >= p.born + self.drop_after:
+                    if self.drop_after is not None and p.answered is not None and \
+                            now >= p.answered + self.drop_after:
                         self._cut(p)
                     elif any(p.out[i] and p.out[i][0][0] <= now for i in (0, 1)):
                         for i in (0, 1):
