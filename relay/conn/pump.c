@@ -11,7 +11,11 @@
  * 0 or -errno. */
 static int pump(struct sf_conn *c, int from) {
         struct dir *d = &c->dir[from];
-        for (int round = 0; !d->eof && !dir_pending(d) && c->rd[from]; round++) {
+        /* Bytes the engine took with a send are not written yet while it still sends them (the
+         * portable engine's outbox): reading on would hold a second buffer per direction for a
+         * peer that does not read (its write's end reports SF_EV_OUT, which comes back here). */
+        for (int round = 0; !d->eof && !dir_pending(d) && c->rd[from] && !sf_side_sending(c, 1 - from);
+             round++) {
                 if (round == PUMP_ROUNDS) {
                         sf_side_yield(c);
                         return 0;
