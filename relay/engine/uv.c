@@ -86,8 +86,11 @@ static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf) {
         (void)suggested;
         if (!h->in)
                 h->in = sf_bufpool_get(h->e->pool);
-        /* A buffer of length 0 makes libuv report UV_ENOBUFS. */
-        *buf = uv_buf_init(h->in ? h->in + h->in_len : NULL, h->in ? SF_BUF_SIZE - h->in_len : 0);
+        /* No more than the owner has room for (reading stops at 0): what it could not take
+         * would hold a buffer while it waits, where the Linux engine leaves it in the kernel.
+         * A buffer of length 0 makes libuv report UV_ENOBUFS. */
+        uint32_t room = SF_BUF_SIZE - h->in_len;
+        *buf = uv_buf_init(h->in ? h->in + h->in_len : NULL, h->in ? (room < h->want ? room : h->want) : 0);
 }
 
 static void read_stop(struct sf_uvsock *h) {
@@ -107,12 +110,16 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
         }
         if (nread > 0) {
                 h->in_len += (uint32_t)nread;
+                h->want -= (uint32_t)nread < h->want ? (uint32_t)nread : h->want;
                 if (h->quiet)
                         uv_timer_again(h->quiet);
-                /* Full: the peer waits until sf_sock_recv made room (backpressure). */
-                if (h->in_len == SF_BUF_SIZE)
-                        read_stop(h);
                 sf_uvsock_report(h, SF_EV_IN);
+                /* Full, or all the owner had room for and it did not ask again in the report
+                 * (a recv sets want anew): the peer waits until sf_sock_recv asks for more
+                 * (backpressure). Checked after the report, so that an owner that takes
+                 * everything and asks again costs no stop and restart. */
+                if (h->in_len == SF_BUF_SIZE || !h->want)
+                        read_stop(h);
                 return;
         }
         read_stop(h);
@@ -155,6 +162,7 @@ struct sf_uvsock *sf_uvsock_new(struct sf_engine *e, struct sf_sock *s) {
         h->e = e;
         h->sock = s;
         h->fd = -1;
+        h->want = SF_BUF_SIZE;
         if (s)
                 s->h = h;
         return h;
@@ -213,19 +221,28 @@ ssize_t sf_sock_recv(struct sf_sock *s, void *buf, size_t n) {
                 return -1;
         }
         size_t avail = h->in ? h->in_len - h->in_off : 0;
-        if (avail == 0) {
-                errno = h->err ? h->err : h->eof ? 0 : EAGAIN;
-                return errno ? -1 : 0;
-        }
         size_t k = n < avail ? n : avail;
-        memcpy(buf, h->in + h->in_off, k);
-        h->in_off += (uint32_t)k;
-        if (h->in_off == h->in_len) {
-                /* Empty: an idle side holds no buffer, and a full inbox may read again. */
-                inbox_release(h);
+        if (k) {
+                memcpy(buf, h->in + h->in_off, k);
+                h->in_off += (uint32_t)k;
+                /* Empty: an idle side holds no buffer. */
+                if (h->in_off == h->in_len)
+                        inbox_release(h);
+        }
+        /* The inbox reads what the owner has room for after this, and no further: an owner
+         * that stops asking (the other side does not take its bytes) leaves them in the
+         * kernel, as on the Linux engine. Room left means the inbox is empty now. */
+        h->want = (uint32_t)(n - k < SF_BUF_SIZE ? n - k : SF_BUF_SIZE);
+        if (!h->want) {
+                read_stop(h);
+        } else {
                 int r = sf_uvsock_read_start(h);
                 if (r < 0)
                         h->err = sf_errno_uv(r);
+        }
+        if (k == 0) {
+                errno = h->err ? h->err : h->eof ? 0 : EAGAIN;
+                return errno ? -1 : 0;
         }
         return (ssize_t)k;
 }

@@ -1,9 +1,10 @@
 #pragma once
 /* The portable engine (relay/engine/engine.h has the contract): each side of a connection is a
  * libuv stream (uv_tcp_t, uv_pipe_t) made to behave like the non-blocking socket the state machine
- * expects. Reads land in a per-side inbox (a pooled buffer; reading stops while it is full, which
- * is the backpressure) and sf_sock_recv empties it; sf_sock_send writes what uv_try_write takes and
- * the rest through a per-side outbox with uv_write, answering EAGAIN until that is written. No
+ * expects. Reads land in a per-side inbox (a pooled buffer, read no further than the room the
+ * owner's last sf_sock_recv left, which is the backpressure) and sf_sock_recv empties it;
+ * sf_sock_send writes what uv_try_write takes and the rest through a per-side outbox with
+ * uv_write, answering EAGAIN until that is written. No
  * descriptor of a connection is polled directly, which is what lets the same engine carry
  * Windows' named pipes. On POSIX, listening sockets are watched with uv_poll and accepted by the
  * relay (relay/listen/accept.c): libuv's own accept would close pending clients when out of

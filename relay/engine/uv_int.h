@@ -35,6 +35,7 @@ struct sf_uvsock {
         int err;         /* sticky: what recv/send and sf_sock_error report */
         char *in;        /* inbox: bytes read, not yet taken by sf_sock_recv */
         uint32_t in_off, in_len;
+        uint32_t want;   /* room its owner's last sf_sock_recv left: the inbox reads no more */
         char *out;       /* outbox: bytes accepted by sf_sock_send, being written */
 };
 
