@@ -135,7 +135,8 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
 }
 
 int sf_uvsock_read_start(struct sf_uvsock *h) {
-        if (h->reading || h->eof || h->err)
+        /* An owner with no room gets nothing read (on_alloc would offer libuv 0 bytes: ENOBUFS). */
+        if (h->reading || h->eof || h->err || !h->want)
                 return 0;
         int r = uv_read_start(&h->u.stream, on_alloc, on_read);
         if (r < 0)

@@ -42,7 +42,8 @@ struct sf_uvsock {
 /* A side's stream state, bound to e and to s (its owner; NULL for a connection accepted but
  * not adopted yet); NULL when out of memory. */
 struct sf_uvsock *sf_uvsock_new(struct sf_engine *e, struct sf_sock *s);
-/* Starts reading into the inbox unless at EOF, failed or reading already: 0 or a libuv error. */
+/* Starts reading into the inbox unless at EOF, failed, reading already or its owner has no
+ * room: 0 or a libuv error. */
 int sf_uvsock_read_start(struct sf_uvsock *h);
 /* Passes events to the owner, if it still has one. */
 void sf_uvsock_report(struct sf_uvsock *h, uint32_t events);
