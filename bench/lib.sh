@@ -41,6 +41,15 @@ fd_count() {
         { find "${dirs[@]}" -mindepth 1 -maxdepth 1 2>/dev/null || true; } | wc -l
 }
 
+# Voluntary context switches of every thread of the trees: the times they slept (in epoll_wait,
+# read, accept...) and had to be woken.
+wakeups() {
+        local p paths=()
+        for p in $(tree "$@"); do paths+=("/proc/$p/task"/*/status); done
+        ((${#paths[@]})) || { echo 0; return 0; }
+        cat "${paths[@]}" 2>/dev/null | awk '$1 == "voluntary_ctxt_switches:" { s += $2 } END { printf "%d\n", s }'
+}
+
 # The machine's CPU counters (user nice system idle iowait irq softirq steal, in ticks) now.
 cpu_stat() {
         local a
@@ -121,13 +130,14 @@ wait_ready() {
         exit 1
 }
 
-# Opens $1 idle connections to EP and holds them until release_idle; sets IDLE_PID and
-# HOLD_FD. Returns 1 when they could not all be opened within 300 s (idle.log says why).
+# Opens $1 idle connections to EP (or, with $2 = stalled, downloads nobody reads) and holds
+# them until release_idle; sets IDLE_PID and HOLD_FD. Returns 1 when they could not all be
+# opened within 300 s (idle.log says why).
 hold_idle() {
         local i
         rm -f "$T/hold" "$T/idle.out"
         mkfifo "$T/hold"
-        "${IN[@]}" "$SF_LOAD" idle --connect "$EP" --count "$1" <"$T/hold" >"$T/idle.out" 2>>"$T/idle.log" &
+        "${IN[@]}" "$SF_LOAD" "${2:-idle}" --connect "$EP" --count "$1" <"$T/hold" >"$T/idle.out" 2>>"$T/idle.log" &
         IDLE_PID=$!
         STARTED+=("$IDLE_PID")
         exec {HOLD_FD}>"$T/hold"

@@ -37,6 +37,11 @@
 #   FIRST_N=1000        connections of the first-answer test, one at a time,
 #   FIRST_GAP_MS=2      with this pause between them
 #   IDLE=1000           idle connections held for the memory figures
+#   STALLED=200         downloads nobody reads, held open beside the interactive client's round
+#                       trips (issue 33: stalled readers must stall only their own streams)
+#   WAKE_SECONDS=1      seconds of connections one at a time counted with perf stat (system
+#                       calls, epoll waits) and /proc (voluntary context switches: the times a
+#                       process slept and had to be woken) on each side; "–" without perf
 #   NETS="loopback slirp"
 #   SLIRP_MTU=65520     (podman's default for slirp4netns)
 #   SLIRP_CIDR=198.19.240.0/24   the namespace's network (198.18.0.0/15); the gateway is .2
@@ -61,6 +66,8 @@ CONCS=${CONCS:-"1 4 16"}
 FIRST_N=${FIRST_N:-1000}
 FIRST_GAP_MS=${FIRST_GAP_MS:-2}
 IDLE=${IDLE:-1000}
+STALLED=${STALLED:-200}
+WAKE_SECONDS=${WAKE_SECONDS:-1}
 NETS=${NETS:-"loopback slirp"}
 SLIRP_MTU=${SLIRP_MTU:-65520}
 SLIRP_CIDR=${SLIRP_CIDR:-198.19.240.0/24}
@@ -76,7 +83,7 @@ skip() { echo "vm.sh: SKIP: $*" >&2; exit 77; }
 # ---- report (defined first: REPORT_ONLY needs nothing else) ----
 
 # Columns: metric, heading, r (a ratio to tcp's median in the same network is shown) or -,
-# and the table it goes in (1: speed, 2: cost).
+# and the table it goes in (1: speed, 2: cost, 3: what one connection at a time costs each side).
 columns() {
         COLUMNS="first_p50_us	first answer p50 µs	r	1
 first_p99_us	first answer p99 µs	r	1"
@@ -91,15 +98,22 @@ cpu_s_gib	relay CPU s/GiB	-	2
 slirp_cpu_s_gib	slirp4netns CPU s/GiB	-	2
 rtt_p99_us	round trip p99 µs	-	2
 bulk_rtt_p99_us	… next to a bulk stream	-	2
+stalled_rtt_p99_us	… next to $STALLED stalled readers	-	2
 idle_rss_ctr_mib	RSS MiB, $IDLE idle: container side	-	2
 idle_rss_host_mib	… host side	-	2
 idle_tcp	TCP conns across, $IDLE idle	-	2
 busy_pct	machine busy % before	-	2
-steal_pct	CPU stolen by the host % during	-	2"
+steal_pct	CPU stolen by the host % during	-	2
+ctr_wake_conn	wake-ups per connection: container side	-	3
+host_wake_conn	… host side	-	3
+ctr_epoll_conn	epoll waits per connection: container side	-	3
+host_epoll_conn	… host side	-	3
+ctr_sys_conn	system calls per connection: container side	-	3
+host_sys_conn	… host side	-	3"
 }
 
-# Two tables per network (speed, cost): a row per contender, "median (×ratio)", and with
-# RUNS > 1 the same tables of min–max.
+# Up to three tables per network (speed, cost, per connection): a row per contender, "median
+# (×ratio)", and with RUNS > 1 the same tables of min–max.
 report() {
         columns
         awk -F'\t' -v nets="$NETS" -v order="${CONTENDERS[*]}" -v cols="$COLUMNS" -v runs="$RUNS" \
@@ -131,7 +145,7 @@ report() {
                                         base = net SUBSEP "tcp" SUBSEP met[i]
                                         if (ratio[i] && c != "tcp" && cnt[base] && med[base] > 0)
                                                 out = out sprintf(" (×%.2f)", med[k] / med[base])
-                                        if (met[i] == "bulk_rtt_p99_us" && cnt[net SUBSEP c SUBSEP "rtt_p99_us"])
+                                        if ((met[i] == "bulk_rtt_p99_us" || met[i] == "stalled_rtt_p99_us") && cnt[net SUBSEP c SUBSEP "rtt_p99_us"])
                                                 out = out sprintf(" (×%.2f)", med[k] / med[net SUBSEP c SUBSEP "rtt_p99_us"])
                                         if (fails[k]) out = out " (" fails[k] " failed)"
                                 }
@@ -142,26 +156,28 @@ report() {
                 BEGIN {
                         nn = split(nets, netl, " "); nc = split(order, con, " ")
                         nm = split(cols, lines, "\n")
-                        for (i = 1; i <= nm; i++) { split(lines[i], f, "\t"); met[i] = f[1]; head[i] = f[2]; ratio[i] = f[3] == "r"; group[i] = f[4] }
+                        for (i = 1; i <= nm; i++) { split(lines[i], f, "\t"); met[i] = f[1]; head[i] = f[2]; ratio[i] = f[3] == "r"; group[i] = f[4]; grp_of[met[i]] = f[4] }
                         label["tcp"] = "direct TCP"; label["sf1"] = "sockferry/1 pair"
                         label["link"] = "shared link (sockferry/2)"; label["ssh"] = "ssh -L stream-local"
                         label["floor"] = "floor of a relay pair"
                 }
                 {
                         k = $1 SUBSEP $3 SUBSEP $4; seen[k] = 1; used[$1, $4] = 1
+                        if ($4 in grp_of) any[$1, grp_of[$4]] = 1
                         if ($5 == "fail" || $5 == "") fails[k]++; else v[k, ++cnt[k]] = $5
                 }
                 END {
                         for (k in cnt) stats(k)
-                        for (n = 1; n <= nn; n++) for (g = 1; g <= 2; g++) {
+                        for (n = 1; n <= nn; n++) for (g = 1; g <= 3; g++) {
+                                if (!any[netl[n], g]) continue
                                 print ""; table(netl[n], 0, g)
                                 if (runs > 1) { print ""; table(netl[n], 1, g) }
                         }
                 }' "$OUT/results.tsv"
 }
 
-# The shared link against the targets of issue 24, from the medians: one row per target, one
-# column per network, "met" or "short" after the figure.
+# The shared link against the targets of issues 24 and 33, from the medians: one row per target,
+# one column per network, "met" or "short" after the figure.
 targets() {
         awk -F'\t' -v nets="$NETS" -v concs="$CONCS" '
                 { k = $1 SUBSEP $3 SUBSEP $4; if ($5 != "fail" && $5 != "") v[k, ++cnt[k]] = $5 }
@@ -185,11 +201,20 @@ targets() {
                                 out = out " | " (only == "" || only == netl[n] ? cell(netl[n], m, base, bound, how, c) : "")
                         print out " |"
                 }
+                # the shared link'"'"'s m against its own m0 in the same network, at most bound
+                function self_row(label, m, m0, bound,   n, x, y, out) {
+                        out = "| " label
+                        for (n = 1; n <= nn; n++) {
+                                x = med(netl[n], "link", m); y = med(netl[n], "link", m0)
+                                out = out " | " (x == "" || y == "" || y == 0 ? "–" : sprintf("×%.2f %s", x / y, x / y <= bound ? "met" : "**short**"))
+                        }
+                        print out " |"
+                }
                 END {
                         nn = split(nets, netl, " "); nk = split(concs, ck, " ")
                         for (n = 1; n <= nn; n++) if (cnt[netl[n] SUBSEP "link" SUBSEP "rtt_s"]) any = 1
                         if (!any) exit
-                        out = "| shared link: target (issue 24)"; sep = "|---"
+                        out = "| shared link: target (issue)"; sep = "|---"
                         for (n = 1; n <= nn; n++) { out = out " | " netl[n]; sep = sep "|---" }
                         print ""; print out " |"; print sep "|"
                         for (i = 1; i <= nk; i++) {
@@ -208,13 +233,12 @@ targets() {
                                 row("*floor of a relay pair:* first answer p50 ≤ 1.2× through slirp", "first_p50_us", "tcp", 1.2, "le", "slirp", "floor")
                         }
                         row("round trips/s ≥ 0.7× direct TCP through slirp", "rtt_s", "tcp", 0.7, "ge", "slirp")
-                        row("throughput ≥ 0.8× the sockferry/1 pair", "downN_mib_s", "sf1", 0.8, "ge", "")
-                        out = "| a bulk stream raises its neighbour'"'"'s round-trip p99 at most 2×"
-                        for (n = 1; n <= nn; n++) {
-                                x = med(netl[n], "link", "bulk_rtt_p99_us"); y = med(netl[n], "link", "rtt_p99_us")
-                                out = out " | " (x == "" || y == "" || y == 0 ? "–" : sprintf("×%.2f %s", x / y, x / y <= 2 ? "met" : "**short**"))
-                        }
-                        print out " |"
+                        row("throughput ≥ 0.8× the sockferry/1 pair (24)", "downN_mib_s", "sf1", 0.8, "ge", "")
+                        row("throughput ≥ 0.9× the sockferry/1 pair (33)", "downN_mib_s", "sf1", 0.9, "ge", "")
+                        if (floor)
+                                row("connections/s, 1 at once, ≥ 0.9× the floor of a relay pair (33)", "conns_s_c1", "floor", 0.9, "ge", "")
+                        self_row("a bulk stream raises its neighbour'"'"'s round-trip p99 at most 2× (24, 33)", "bulk_rtt_p99_us", "rtt_p99_us", 2)
+                        self_row("stalled readers raise the neighbour'"'"'s round-trip p99 at most 2× (33 asks for the column; the bound is the bulk one)", "stalled_rtt_p99_us", "rtt_p99_us", 2)
                         out = "| idle streams under 64 MiB per relay"
                         for (n = 1; n <= nn; n++) {
                                 x = med(netl[n], "link", "idle_rss_ctr_mib"); y = med(netl[n], "link", "idle_rss_host_mib")
@@ -306,6 +330,16 @@ for p in ssh ssh-keygen /usr/sbin/sshd; do
         command -v "$p" >/dev/null || SSH_WHY="$p is not installed (openssh-client, openssh-server: packaging/install-deps.sh)"
 done
 [[ -z $SSH_WHY ]] || NOTES+="; ssh: $SSH_WHY"
+
+# Tracepoints of the epoll waits this kernel has, and every system call's (wake_tests).
+PERF_EVENTS=
+if command -v perf >/dev/null; then
+        for e in epoll_wait epoll_pwait epoll_pwait2; do
+                perf stat -x, -e "syscalls:sys_enter_$e" -- true >/dev/null 2>&1 && PERF_EVENTS+="syscalls:sys_enter_$e,"
+        done
+        [[ -z $PERF_EVENTS ]] || PERF_EVENTS+=raw_syscalls:sys_enter
+fi
+[[ -n $PERF_EVENTS ]] || NOTES+="; perf: not installed or no syscall tracepoints (wake-ups counted, epoll waits and system calls not)"
 
 AVAILABLE=(tcp sf1 floor)
 [[ -n $LINK_KEY ]] && AVAILABLE+=(link)
@@ -488,10 +522,51 @@ one() {
                 rec "$run" "conns_s_c$k" "$(kv "$line" conns_s)"
                 rec "$run" "conn_errors_c$k" "$(kv "$line" errors)"
         done
+        if ((${#ROOTS[@]})); then wake_tests "$run"; fi
         # an if, not ||: a function on the left of || would run with set -e off
         if [[ $NAME != floor ]]; then streams_tests "$run"; fi
         rec "$run" steal_pct "$(steal_pct "$st0" "$(cpu_stat)")"
         stop_contender
+}
+
+# Run $1's count of what one connection at a time costs each side of the running contender:
+# wake-ups (voluntary context switches, from /proc), and with perf its epoll waits and system
+# calls (tracepoints, counted in the kernel), per connection of WAKE_SECONDS of `conns`.
+wake_tests() {
+        local run=$1 line n w0c w0h w1c w1h pc='' ph=''
+        if [[ -n $PERF_EVENTS ]]; then
+                perf stat -x, -o "$T/perf-ctr.txt" -e "$PERF_EVENTS" -p "$(tree "${CTR[@]}" | paste -sd,)" 2>>"$T/perf.log" &
+                pc=$!
+                perf stat -x, -o "$T/perf-host.txt" -e "$PERF_EVENTS" -p "$(tree "${HOSTSIDE[@]}" | paste -sd,)" 2>>"$T/perf.log" &
+                ph=$!
+                STARTED+=("$pc" "$ph")
+                sleep 0.5 # perf attaches
+        fi
+        w0c=$(wakeups "${CTR[@]}")
+        w0h=$(wakeups "${HOSTSIDE[@]}")
+        line=$(measure conns --concurrency 1 --seconds "$WAKE_SECONDS")
+        w1c=$(wakeups "${CTR[@]}")
+        w1h=$(wakeups "${HOSTSIDE[@]}")
+        if [[ -n $pc ]]; then
+                kill -INT "$pc" "$ph" 2>/dev/null || true
+                wait "$pc" "$ph" || true
+        fi
+        n=$(kv "$line" n)
+        ((${n:-0} > 0)) || return 0
+        rec "$run" ctr_wake_conn "$(calc "($w1c - $w0c) / $n")"
+        rec "$run" host_wake_conn "$(calc "($w1h - $w0h) / $n")"
+        [[ -n $pc ]] || return 0
+        rec "$run" ctr_epoll_conn "$(perf_count "$T/perf-ctr.txt" epoll "$n")"
+        rec "$run" host_epoll_conn "$(perf_count "$T/perf-host.txt" epoll "$n")"
+        rec "$run" ctr_sys_conn "$(perf_count "$T/perf-ctr.txt" raw_syscalls "$n")"
+        rec "$run" host_sys_conn "$(perf_count "$T/perf-host.txt" raw_syscalls "$n")"
+}
+
+# The count of the events of perf stat -x, output $1 whose name contains $2, divided by $3;
+# nothing when perf counted none of them.
+perf_count() {
+        awk -F, -v want="$2" -v n="$3" '!/^#/ && index($3, want) && $1 ~ /^[0-9]+$/ { s += $1; f = 1 }
+                END { if (f) printf "%.6g\n", s / n }' "$1"
 }
 
 # Run $1's tests of what streams carry once open, on the running contender: round trips (alone
@@ -509,6 +584,18 @@ streams_tests() {
         line=$(measure pingpong --seconds "$SECONDS_PER")
         wait "$bulk_pid" || echo "vm.sh: $NET $NAME: the bulk neighbour failed: $(tail -n 1 "$T/client.log")" >&2
         rec "$run" bulk_rtt_p99_us "$(kv "$line" p99_us)"
+
+        # The same ping-pong next to STALLED downloads nobody reads, opened first: each holds what
+        # its stream's window and the sockets' buffers let through, and must cost the round trips
+        # of its neighbour nothing.
+        if hold_idle "$STALLED" stalled; then
+                sleep 0.5
+                line=$(measure pingpong --seconds "$SECONDS_PER")
+                rec "$run" stalled_rtt_p99_us "$(kv "$line" p99_us)"
+        else
+                echo "vm.sh: $NET $NAME: the stalled readers failed: $(tail -n 1 "$T/idle.log")" >&2
+        fi
+        release_idle
 
         c0=$(cpu_ticks "${ROOTS[@]}")
         [[ -n $SLIRP_PID ]] && s0=$(cpu_ticks "$SLIRP_PID")
@@ -549,7 +636,7 @@ mkdir -p "$OUT"
 {
         echo "# sockferry vm bench: $(date -u +%Y-%m-%dT%H:%MZ), $(git -C "$HERE" rev-parse --short HEAD 2>/dev/null || echo '?')"
         echo "# $(nproc) cpus, $(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo), kernel $(uname -r)"
-        echo "# RUNS=$RUNS SECONDS_PER=$SECONDS_PER STREAMS=$STREAMS CONCS=\"$CONCS\" FIRST_N=$FIRST_N FIRST_GAP_MS=$FIRST_GAP_MS IDLE=$IDLE NETS=\"$NETS\" SLIRP_MTU=$SLIRP_MTU SLIRP_CIDR=$SLIRP_CIDR SF_ARGS=\"$SF_ARGS\""
+        echo "# RUNS=$RUNS SECONDS_PER=$SECONDS_PER STREAMS=$STREAMS CONCS=\"$CONCS\" FIRST_N=$FIRST_N FIRST_GAP_MS=$FIRST_GAP_MS IDLE=$IDLE STALLED=$STALLED WAKE_SECONDS=$WAKE_SECONDS NETS=\"$NETS\" SLIRP_MTU=$SLIRP_MTU SLIRP_CIDR=$SLIRP_CIDR SF_ARGS=\"$SF_ARGS\""
         echo "# contenders: ${CONTENDERS[*]}$NOTES"
         echo "# $(slirp4netns --version 2>/dev/null | head -n 1); $(ssh -V 2>&1); loadavg $(cut -d' ' -f1-3 /proc/loadavg)"
 } | tee "$OUT/table.md" >&2
