@@ -1,6 +1,6 @@
 # shellcheck shell=bash
-# Shared by bench/run.sh, bench/vm.sh and bench/soak.sh (sourced): process trees and what
-# /proc says of them, the machine's load, ports, and the key=value lines sf-load prints.
+# Shared by the scripts of bench/ (sourced): process trees and what /proc says of them, the
+# machine's load, ports, a throwaway sshd, and the key=value lines sf-load prints.
 # The caller sets WAIT_QUIET (seconds wait_quiet may wait), PROG (its name, for messages) and
 # IN (an array: the prefix that runs a client where clients run, empty for here); the client
 # helpers at the end also use T (a temporary directory), TMO (seconds a client may take),
@@ -100,6 +100,36 @@ free_port() {
                 (echo >"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
         done
 }
+
+# A throwaway sshd's files in the new directory $1 for port $2 on 127.0.0.1: its host key, a
+# client key (id) it lets in as root, and sshd_config (stream-local forwarding allowed);
+# `/usr/sbin/sshd -D -e -f $1/sshd_config` runs it. SSH_OPTS: the client's options for it.
+sshd_prepare() {
+        mkdir -m 700 "$1"
+        ssh-keygen -q -t ed25519 -N '' -f "$1/host_key"
+        ssh-keygen -q -t ed25519 -N '' -f "$1/id"
+        cp "$1/id.pub" "$1/authorized_keys"
+        cat >"$1/sshd_config" <<EOF
+Port $2
+ListenAddress 127.0.0.1
+HostKey $1/host_key
+PidFile none
+AuthorizedKeysFile $1/authorized_keys
+StrictModes no
+UsePAM no
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PermitRootLogin prohibit-password
+AllowStreamLocalForwarding yes
+AllowTcpForwarding local
+X11Forwarding no
+LogLevel ERROR
+EOF
+        mkdir -p /run/sshd # sshd's privilege separation directory, as its service creates it
+}
+# shellcheck disable=SC2034 # used by the scripts that source this
+SSH_OPTS=(-N -F /dev/null -o BatchMode=yes -o IdentitiesOnly=yes -o StrictHostKeyChecking=no
+        -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -o ExitOnForwardFailure=yes -o StreamLocalBindUnlink=yes)
 
 kv() { awk -v k="$2" '{ for (i = 1; i <= NF; i++) if (index($i, k "=") == 1) print substr($i, length(k) + 2) }' <<<"$1"; }
 calc() { awk "BEGIN { printf \"%.6g\n\", $1 }"; }

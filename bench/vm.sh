@@ -371,29 +371,7 @@ while ((LINK_PORT == SRV_PORT)); do LINK_PORT=$(free_port); done
 SSH_PORT=$(free_port)
 while ((SSH_PORT == SRV_PORT || SSH_PORT == LINK_PORT)); do SSH_PORT=$(free_port); done
 
-if [[ " ${CONTENDERS[*]} " == *" ssh "* ]]; then
-        mkdir -m 700 "$T/ssh"
-        ssh-keygen -q -t ed25519 -N '' -f "$T/ssh/host_key"
-        ssh-keygen -q -t ed25519 -N '' -f "$T/ssh/id"
-        cp "$T/ssh/id.pub" "$T/ssh/authorized_keys"
-        cat >"$T/ssh/sshd_config" <<EOF
-Port $SSH_PORT
-ListenAddress 127.0.0.1
-HostKey $T/ssh/host_key
-PidFile none
-AuthorizedKeysFile $T/ssh/authorized_keys
-StrictModes no
-UsePAM no
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-PermitRootLogin prohibit-password
-AllowStreamLocalForwarding yes
-AllowTcpForwarding local
-X11Forwarding no
-LogLevel ERROR
-EOF
-        mkdir -p /run/sshd # sshd's privilege separation directory, as its service creates it
-fi
+if [[ " ${CONTENDERS[*]} " == *" ssh "* ]]; then sshd_prepare "$T/ssh" "$SSH_PORT"; fi
 
 # ---- the container side: the network ----
 
@@ -482,9 +460,7 @@ start_contender() {
                 /usr/sbin/sshd -D -e -f "$T/ssh/sshd_config" 2>>"$T/ssh.log" &
                 HOSTSIDE=($!)
                 wait_listening "$SSH_PORT"
-                "${IN[@]}" ssh -N -F /dev/null -i "$T/ssh/id" -p "$SSH_PORT" -o BatchMode=yes -o IdentitiesOnly=yes \
-                        -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR \
-                        -o ExitOnForwardFailure=yes -o StreamLocalBindUnlink=yes \
+                "${IN[@]}" ssh "${SSH_OPTS[@]}" -i "$T/ssh/id" -p "$SSH_PORT" \
                         -L "$T/ssh.sock:$T/srv.sock" "root@$HOST" 2>>"$T/ssh.log" &
                 CTR=($!)
                 ;;
