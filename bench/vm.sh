@@ -28,6 +28,8 @@
 #         calls, no framing, no event loop, no authentication), so the floor under the link
 #         pair's connections/s and first answer; it carries one connection at a time, so only
 #         those two tests, at concurrency 1, are run on it
+#   linkb the shared link pair of another build, B_BUILD's sockferry: an A/B of a change in one
+#         run (the link row is this build's)
 #
 # Environment:
 #   RUNS=1              repeats; with more than one, medians and min–max
@@ -46,6 +48,7 @@
 #   SLIRP_MTU=65520     (podman's default for slirp4netns)
 #   SLIRP_CIDR=198.19.240.0/24   the namespace's network (198.18.0.0/15); the gateway is .2
 #   SF_ARGS=            extra arguments for `sockferry relay` (e.g. -q)
+#   B_BUILD=            a second build directory: adds the contender linkb
 #   WAIT_QUIET=0        before each contender, wait up to this many seconds for the machine to
 #                       be idle (under 10 % busy over 1 s); the busy % found is recorded
 #   OUT=BUILDDIR/vm-results      results.tsv (every figure) and table.md go there
@@ -99,6 +102,8 @@ slirp_cpu_s_gib	slirp4netns CPU s/GiB	-	2
 rtt_p99_us	round trip p99 µs	-	2
 bulk_rtt_p99_us	… next to a bulk stream	-	2
 stalled_rtt_p99_us	… next to $STALLED stalled readers	-	2
+stalled_rss_ctr_mib	RSS MiB, $STALLED stalled: container side	-	2
+stalled_rss_host_mib	… host side	-	2
 idle_rss_ctr_mib	RSS MiB, $IDLE idle: container side	-	2
 idle_rss_host_mib	… host side	-	2
 idle_tcp	TCP conns across, $IDLE idle	-	2
@@ -159,7 +164,7 @@ report() {
                         for (i = 1; i <= nm; i++) { split(lines[i], f, "\t"); met[i] = f[1]; head[i] = f[2]; ratio[i] = f[3] == "r"; group[i] = f[4]; grp_of[met[i]] = f[4] }
                         label["tcp"] = "direct TCP"; label["sf1"] = "sockferry/1 pair"
                         label["link"] = "shared link (sockferry/2)"; label["ssh"] = "ssh -L stream-local"
-                        label["floor"] = "floor of a relay pair"
+                        label["floor"] = "floor of a relay pair"; label["linkb"] = "shared link, build B"
                 }
                 {
                         k = $1 SUBSEP $3 SUBSEP $4; seen[k] = 1; used[$1, $4] = 1
@@ -253,7 +258,7 @@ if [[ -n ${REPORT_ONLY:-} ]]; then
         [[ -s $OUT/results.tsv ]] || die "REPORT_ONLY: no $OUT/results.tsv"
         NETS=$(awk -F'\t' '!seen[$1]++ { printf "%s ", $1 }' "$OUT/results.tsv")
         CONTENDERS=()
-        for c in tcp sf1 link ssh floor; do
+        for c in tcp sf1 link linkb ssh floor; do
                 awk -F'\t' -v c="$c" '$3 == c { f = 1 } END { exit !f }' "$OUT/results.tsv" && CONTENDERS+=("$c")
         done
         LINK_ROW=
@@ -343,10 +348,17 @@ fi
 
 AVAILABLE=(tcp sf1 floor)
 [[ -n $LINK_KEY ]] && AVAILABLE+=(link)
+SOCKFERRY_B=
+if [[ -n ${B_BUILD:-} ]]; then
+        SOCKFERRY_B=$(cd "$B_BUILD" && pwd)/shim/sockferry
+        [[ -x $SOCKFERRY_B ]] || die "B_BUILD: no $SOCKFERRY_B"
+        AVAILABLE+=(linkb)
+        NOTES+="; linkb: $SOCKFERRY_B"
+fi
 [[ -z $SSH_WHY ]] && AVAILABLE+=(ssh)
 CONTENDERS=()
 LINK_ROW= # the shared link was asked for and this build has none: its row says so
-for c in tcp sf1 link ssh floor; do
+for c in tcp sf1 link linkb ssh floor; do
         [[ -z ${ONLY:-} || " $ONLY " == *" $c "* ]] || continue
         if [[ " ${AVAILABLE[*]} " == *" $c "* ]]; then
                 CONTENDERS+=("$c")
@@ -356,7 +368,7 @@ for c in tcp sf1 link ssh floor; do
                 LINK_ROW=1
         fi
 done
-((${#CONTENDERS[@]})) || die "ONLY=\"$ONLY\" names no contender this build has (tcp sf1 link ssh floor)"
+((${#CONTENDERS[@]})) || die "ONLY=\"$ONLY\" names no contender this build has (tcp sf1 link linkb ssh floor)"
 
 # ---- the host side: servers, and a throwaway sshd's keys ----
 
@@ -431,17 +443,18 @@ start_contender() {
                 EP=tcp:$HOST:$SRV_PORT
                 LISTEN_PORT=$SRV_PORT
                 ;;
-        sf1 | link)
-                local opts=",auth=token,token-file=$T/token,max-conns=$MAXC"
+        sf1 | link | linkb)
+                local opts=",auth=token,token-file=$T/token,max-conns=$MAXC" sf=$SOCKFERRY
                 [[ $NAME == sf1 ]] && opts+=$LINK_KEY
+                [[ $NAME == linkb ]] && sf=$SOCKFERRY_B
                 EP=unix:$T/$NAME.sock
                 LISTEN_PORT=$LINK_PORT
                 # shellcheck disable=SC2086
-                "$SOCKFERRY" relay $SF_ARGS -F "host:tcp:127.0.0.1:$LINK_PORT=unix:$T/srv.sock$opts" \
+                "$sf" relay $SF_ARGS -F "host:tcp:127.0.0.1:$LINK_PORT=unix:$T/srv.sock$opts" \
                         2>>"$T/$NAME.log" &
                 HOSTSIDE=($!)
                 # shellcheck disable=SC2086
-                "${IN[@]}" "$SOCKFERRY" relay $SF_ARGS -F "ctr:unix:$T/$NAME.sock=tcp:$HOST:$LINK_PORT$opts" \
+                "${IN[@]}" "$sf" relay $SF_ARGS -F "ctr:unix:$T/$NAME.sock=tcp:$HOST:$LINK_PORT$opts" \
                         2>>"$T/$NAME.log" &
                 CTR=($!)
                 ;;
@@ -568,6 +581,10 @@ streams_tests() {
                 sleep 0.5
                 line=$(measure pingpong --seconds "$SECONDS_PER")
                 rec "$run" stalled_rtt_p99_us "$(kv "$line" p99_us)"
+                if ((${#ROOTS[@]})); then
+                        rec "$run" stalled_rss_ctr_mib "$(mib "$(status_kb VmRSS "${CTR[@]}")")"
+                        rec "$run" stalled_rss_host_mib "$(mib "$(status_kb VmRSS "${HOSTSIDE[@]}")")"
+                fi
         else
                 echo "vm.sh: $NET $NAME: the stalled readers failed: $(tail -n 1 "$T/idle.log")" >&2
         fi
