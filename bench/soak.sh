@@ -25,6 +25,9 @@
 #
 # Environment:
 #   SOAK_SECONDS=600   the load's duration (the test suite runs 60)
+#   SF_SOAK_SECONDS=   when set, the load's duration whatever SOAK_SECONDS says (meson's test
+#                      environment sets SOAK_SECONDS; CI shortens the soak of the ASan build,
+#                      whose RSS is not judged, with this)
 #   WARM_SECONDS=      warm-up before the baseline (default: SOAK_SECONDS / 6, 5 to 30)
 #   CONC=16            clients of sf-load mixed
 #   RESTART_EVERY=10   seconds between upstream restarts (0: never)
@@ -35,7 +38,9 @@
 #   OUT=BUILDDIR/soak-results   samples.tsv, stats-*.prom (and the end's .json) and report.txt
 #   KEEP=              set: keep the temporary directory (the relays' logs)
 #
-# Exit status: 0 pass, 1 a check failed (each failure is named), 77 something it needs is missing.
+# Exit status: 0 pass, 1 a check failed (each failure is named), 77 something it needs is missing
+# (said); any other way out (a command that failed under set -e, a signal) is reported as 1, so
+# that meson's exitcode protocol never reads an accident as a skip.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -46,7 +51,7 @@ else
         SOCKFERRY=$BUILD/shim/sockferry
         SF_LOAD=$BUILD/bench/sf-load
 fi
-SOAK_SECONDS=${SOAK_SECONDS:-600}
+SOAK_SECONDS=${SF_SOAK_SECONDS:-${SOAK_SECONDS:-600}}
 WARM_SECONDS=${WARM_SECONDS:-$(((w = SOAK_SECONDS / 6) < 5 ? 5 : w > 30 ? 30 : w))}
 CONC=${CONC:-16}
 RESTART_EVERY=${RESTART_EVERY:-10}
@@ -56,7 +61,18 @@ LINK=${LINK:-}
 OUT=${OUT:-$BUILD/soak-results}
 PROG=soak.sh
 
-skip() { echo "soak.sh: SKIP: $*"; exit 77; }
+SKIPPED=
+skip() { echo "soak.sh: SKIP: $*"; SKIPPED=1; exit 77; }
+# The exit status, whatever the way out: 0, 77 (a skip, said) or 1.
+CLEANUP=
+on_exit() {
+        local rc=$?
+        [[ -z $CLEANUP ]] || $CLEANUP
+        if ((rc == 0)) || { ((rc == 77)) && [[ -n $SKIPPED ]]; }; then exit "$rc"; fi
+        ((rc == 1)) || echo "soak.sh: FAIL: stopped with status $rc"
+        exit 1
+}
+trap on_exit EXIT
 [[ -x $SOCKFERRY ]] || skip "$SOCKFERRY not built"
 [[ -x $SF_LOAD ]] || skip "$SF_LOAD not built"
 
@@ -74,7 +90,7 @@ cleanup() {
         kill_trees "${STARTED[@]}" "$UP_PID"
         if [[ -n ${KEEP:-} ]]; then echo "soak.sh: logs kept in $T"; else rm -rf "$T"; fi
 }
-trap cleanup EXIT
+CLEANUP=cleanup
 trap 'exit 130' INT TERM
 
 fail() { echo "soak.sh: FAIL: $*"; FAILS=$((FAILS + 1)); }

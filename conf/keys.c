@@ -83,10 +83,27 @@ static int parse_allow_insecure(struct sf_forward *f, const char *v, char *err, 
 
 /* A relative token file would depend on the directory the relay happens to start in. The
  * path goes into buf (PATH_MAX bytes). */
+/* A token file's path: "~/..." is the home directory's, as a shell would have it ("~user/..."
+ * is not expanded: said so). Anything else must be absolute. */
 static int parse_token_path(const char *v, char *buf, char *err, size_t errlen) {
-        char unq[PATH_MAX];
+        char unq[PATH_MAX], home_path[PATH_MAX];
         if (unquoted(v, unq, &v, err, errlen) < 0)
                 return -EINVAL;
+        if (v[0] == '~') {
+                const char *var, *home = sf_conf_home(&var);
+                if (v[1] && v[1] != '/' && v[1] != '\\')
+                        return sf_conf_fail(err, errlen,
+                                            "\"%s\": only ~/ (the home directory) is expanded, not ~USER, expected an absolute path such as %s",
+                                            v, sf_token_path_example);
+                if (!home || !sf_path_is_absolute(home))
+                        return sf_conf_fail(err, errlen,
+                                            "\"%s\": ~ stands for the home directory, and %s is %s, expected an absolute path such as %s",
+                                            v, var, home ? "not an absolute path" : "not set", sf_token_path_example);
+                if ((size_t)snprintf(home_path, sizeof home_path, "%s%s", home, v + 1) >= sizeof home_path)
+                        return sf_conf_fail(err, errlen, "path is too long (%d bytes at most), expected a shorter path",
+                                            PATH_MAX - 1);
+                v = home_path;
+        }
         if (!sf_path_is_absolute(v))
                 return sf_conf_fail(err, errlen, "\"%s\" is not an absolute path, expected an absolute path such as %s", v,
                                     sf_token_path_example);

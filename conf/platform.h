@@ -20,3 +20,6 @@ extern const char sf_conf_local_endpoints[];
 bool sf_path_is_absolute(const char *path);
 /* A token file's place, for messages. */
 extern const char sf_token_path_example[];
+/* The home directory a leading ~ stands for ($HOME; on Windows %USERPROFILE% when HOME is not
+ * set), and the variable's name for messages; NULL when it is not set. */
+const char *sf_conf_home(const char **var);

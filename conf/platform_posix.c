@@ -15,6 +15,12 @@
 
 const char *const sf_accounts_unsupported = NULL;
 const char sf_token_path_example[] = "/run/secrets/sockferry.token";
+
+const char *sf_conf_home(const char **var) {
+        *var = "HOME";
+        const char *h = getenv("HOME");
+        return h && *h ? h : NULL;
+}
 const char sf_conf_local_endpoints[] = "a unix socket, expected unix:/abs/path or unix:@name";
 
 /* getpwnam_r (name) or getpwuid_r. Returns 1 when found, 0 when there is no such entry,

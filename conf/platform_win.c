@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "conf/endpoint.h"
 
@@ -10,6 +11,16 @@ const char *const sf_accounts_unsupported =
         "(and a named pipe it creates is that account's); remove the key";
 
 const char sf_token_path_example[] = "C:\\Users\\NAME\\AppData\\Roaming\\sockferry\\token";
+
+const char *sf_conf_home(const char **var) {
+        const char *h = getenv("HOME");
+        *var = "HOME";
+        if (h && *h)
+                return h;
+        *var = "USERPROFILE";
+        h = getenv("USERPROFILE");
+        return h && *h ? h : NULL;
+}
 const char sf_conf_local_endpoints[] = "a named pipe, expected npipe:NAME";
 
 int sf_account_user(const char *name, uid_t uid, uid_t *out_uid, gid_t *out_gid) {

@@ -1,118 +1,309 @@
 #!/bin/bash
-# The whole test suite, as CI runs it: install dependencies, build with warnings as errors and
-# hardening, run every test; then the same suite in an ASan+UBSan build.
+# The whole test suite, as CI runs it (as root on a fresh Debian 12; with sudo otherwise):
+# install the dependencies, build with warnings as errors and hardening, then run every test
+# of every build and every stage (tests/ci/*.sh) in lanes that overlap, and end with the
+# slowest tests, each job's time and one line: "N passed, N failed, N skipped".
+#
+# Lanes (after packaging/install-deps.sh base and the main build, build-ci; the rest of the
+# packages installs beside them, and the jobs that need it wait for it):
+#   e2e       the main build's tests but the valgrind twins (unit, e2e, ops, docs, packaging,
+#             hardening, the 60 s soak), then the libuv 1.50 build's (tests/ci/libuv150.sh)
+#   valgrind  the main build's valgrind twins (every relay of 7 e2e suites under memcheck),
+#             then the portable build's tests (tests/ci/portable.sh)
+#   asan      the ASan+UBSan build's tests, as soon as it is built
+#   builds    the ASan+UBSan, libuv 1.50 (tests/ci/libuv150.sh) and portable
+#             (tests/ci/portable.sh) builds, then meson install and dist
+#             (tests/ci/install-dist.sh), the RPM spec, the container engine
+#             (tests/ci/containers.sh), the .deb (tests/ci/deb-install.sh), the release
+#             (tests/ci/release.sh)
+#   cross     the CPU-bound side jobs: the static binaries and their chroots
+#             (tests/ci/static-chroot.sh), sockferry.exe and Wine (tests/ci/windows.sh)
+#   cross2    the macOS cross-build (tests/ci/macos-cross.sh), fuzz (tests/fuzz/run.sh)
+# The previous release (tests/e2e/test_link.py's interop tests) is built once, beside the main
+# build, and every test run gets it as SF_PREV_SOCKFERRY.
+# Every test run has a network namespace of its own (unshare --net): runs that overlap never
+# meet on an address, a port or an interface, whoever else tests on this machine. Each runs
+# $SF_TEST_PROCESSES (2) tests at a time. The build and cross lanes run under nice: the tests,
+# which wait on timeouts, get the CPU first. Every job writes its own log
+# (build-logs/NAME.log), printed whole when it ends; a job that fails fails the run, and the jobs
+# that needed what it made are not run (said as such). build-logs/stages.tsv keeps each job's
+# lane, start, end and status.
+#
+# Coverage: every test and check of the former sequential run still runs, but:
+#   * the libuv 1.50 build runs what starts a sandboxed relay (the list and the reasons are in
+#     tests/ci/libuv150.sh), not the whole suite: the rest does not depend on which libuv runs
+#     under the sandbox, and the main build (libuv 1.44) runs all of it;
+#   * the ASan+UBSan build runs no packaging suite (completions, units, manifests, example
+#     configuration: files read by other programs, no sockferry code under the sanitizers
+#     that the e2e suites do not run; the main build runs it), and a 20 s soak instead of 60 s
+#     (SF_SOAK_SECONDS: RSS is not judged under ASan; leaks, counters and descriptors are,
+#     and the main build's soak runs the full minute);
+#   * the previous release is built once (tests/lib/build-prev-release.sh), not once per
+#     build directory: it is the same program every time;
+#   * the hardening of the installed binaries is checked on install-dist's staging tree,
+#     not on a second meson install.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# Each step's time, so that a run near CI's limit shows where its time went.
-lap_at=$SECONDS
-lap() {
-        echo "ci: $1: $((SECONDS - lap_at)) s (at $SECONDS s)"
-        lap_at=$SECONDS
-}
+src=$PWD
+. tests/lib/stage.sh ci
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO=sudo
-$SUDO packaging/install-deps.sh
-lap "packages"
+export SF_TEST_PROCESSES=${SF_TEST_PROCESSES:-2}
+# ccache (installed by install-deps.sh; meson uses it by itself): paths taken relative to the
+# build directory and the directory not hashed, so that a build of the same sources with the
+# same options elsewhere (the release tarball's, install-dist.sh) hits.
+export CCACHE_BASEDIR=/ CCACHE_NOHASHDIR=true
+logs=$src/build-logs
+rm -rf "$logs"
+mkdir -p "$logs"
+: >"$logs/stages.tsv"
+# Each lane a process group of its own (set -m), stopped whole if the run is.
+set -m
+lanes=()
+cleanup 'for p in "${lanes[@]}"; do kill -- "-$p" 2>/dev/null; done; wait'
 
-meson setup build-ci --wipe -Dwerror=true -Dbuildtype=debugoptimized >/dev/null 2>&1 ||
-        meson setup build-ci -Dwerror=true -Dbuildtype=debugoptimized
-ninja -C build-ci
-$SUDO meson test -C build-ci --print-errorlogs --num-processes 2
-lap "main build and tests"
-
-meson setup build-asan --wipe -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false \
-        -Dpreload=disabled >/dev/null 2>&1 ||
-        meson setup build-asan -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false -Dpreload=disabled
-ninja -C build-asan
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-        SF_BIG_MIB=16 ${SUDO:+$SUDO -E} meson test -C build-asan --print-errorlogs --num-processes 2 \
-        --no-suite preload
-lap "ASan+UBSan build and tests"
-
-# libFuzzer smoke run of every parser that takes outside input, from the committed corpora.
-tests/fuzz/run.sh 10 "$PWD/build-fuzz"
-lap "fuzz"
-
-# Packaging: meson install into a staging tree and meson dist (then a build of the release
-# tarball); the static binaries (-Dstatic=true) for x86_64 and aarch64, each in an empty
-# chroot holding only it and /etc/hosts (aarch64 under qemu-aarch64-static); the .deb, with
-# those binaries, built (lintian errors fail), installed, used for one forward and removed;
-# the RPM spec parsed. Each is built once: the release stage below takes them.
-tests/packaging/install-dist.sh build-ci
-packaging/linux/build-static.sh "$PWD/build-static"
-$SUDO tests/packaging/static-chroot.sh "$PWD/build-static"
-SF_STATIC_DIR=$PWD/build-static $SUDO ${SUDO:+-E} tests/packaging/deb-install.sh "$PWD/build-deb"
-rpmspec -P packaging/rpm/sockferry.spec >/dev/null && echo "rpm: packaging/rpm/sockferry.spec parses"
-
-# Hardening of the installed binaries, as packaged (PIE, full RELRO, NX stack, stack protector,
-# FORTIFY): meson test --suite hardening checked the build tree; this checks what meson installs.
-hstage=$(mktemp -d /tmp/sockferry-hardening.XXXXXX)
-DESTDIR="$hstage" meson install -C build-ci --no-rebuild --quiet >/dev/null
-hargs=("exe:$(find "$hstage" -path '*/bin/sockferry' -type f)" "lib:$(find "$hstage" -name sockferry-preload.so -type f)")
-hmusl=$(find "$hstage" -name sockferry-preload-musl.so -type f)
-[ -z "$hmusl" ] || hargs+=("musl-lib:$hmusl")
-tests/hardening/check_hardening.sh "${hargs[@]}"
-rm -rf "$hstage"
-lap "packaging, static binaries, .deb and hardening"
-
-# Stages outside the main build. Each exits 0 (passed), 77 (skipped: it says why) or anything
-# else (failed: CI stops). The closing line counts them beside the meson tests.
-stages_passed=0
-stages_skipped=0
-stage() {
-        local rc=0
-        "$@" || rc=$?
-        case $rc in
-        0) stages_passed=$((stages_passed + 1)) ;;
-        77) stages_skipped=$((stages_skipped + 1)) ;;
-        *) echo "CI stage failed (exit $rc): $*" >&2; exit 1 ;;
-        esac
-        local a
-        for a in "$@"; do
-                [[ $a != *.sh ]] || break
-        done
-        lap "stage $a"
+# job LANE NAME COMMAND...: runs the stage COMMAND (0 passed, 77 skipped, else failed) with
+# its output in $logs/NAME.log and the CPU time it took (bash's times: its processes, once
+# they ended; not what a daemon such as dockerd did for it) in $logs/NAME.times, records it
+# and prints its log when it ends. Returns 0 unless it failed.
+job() {
+        local lane=$1 name=$2 t0=$SECONDS rc=0
+        shift 2
+        echo "$t0" >"$logs/$name.start"
+        (
+                rc=0
+                "$@" || rc=$?
+                times >"$logs/$name.times"
+                exit $rc
+        ) >"$logs/$name.log" 2>&1 </dev/null || rc=$?
+        done_job "$lane" "$name" "$t0" "$rc"
 }
-# The seccomp sandbox on libuv 1.50 (built from trixie's source package) as well as 1.44 (issue 15).
-stage $SUDO tests/sandbox/ci-stage.sh "$PWD/build-libuv150"
-# The code macOS runs (-Dportable=true) through the e2e suites and valgrind (issue 14).
-stage $SUDO tests/portable/ci-stage.sh "$PWD/build-portable"
-# macOS host side without a Mac: Mach-O cross-build (x86_64, arm64, universal), checked for
-# undefined symbols; kept in build-macos for the release stage.
-stage tests/packaging/macos-cross.sh "$PWD/build-macos"
-# Windows host side without Windows: sockferry.exe cross-built (PE32+, only Windows DLLs), named
-# pipes, TCP and the end-to-end tests under Wine (issue 18); the exe kept in build-windows.
-SF_WINDOWS_OUT=$PWD/build-windows stage $SUDO ${SUDO:+-E} tests/windows/ci-stage.sh "$PWD/build-ci"
-# The release (issue 26): packaging/release.sh VERSION OUTDIR with the builds above (static,
-# macOS, Windows, .deb), every artifact checked, the Homebrew formula built and tested from the
-# release tarball under a stand-in for Homebrew (tests/packaging/release-stage.sh).
-# A stage that was skipped left no build to reuse: release.sh then makes its own.
-release_env=(SF_RELEASE_STATIC="$PWD/build-static" SF_RELEASE_DEB="$(ls "$PWD"/build-deb/sockferry_*.deb)")
-[ ! -f "$PWD/build-macos/sockferry-universal" ] || release_env+=(SF_RELEASE_MACOS="$PWD/build-macos")
-[ ! -f "$PWD/build-windows/sockferry.exe" ] || release_env+=(SF_RELEASE_WINDOWS="$PWD/build-windows")
-stage env "${release_env[@]}" tests/packaging/release-stage.sh "$PWD/build-release"
-# Containers: the images built and run in Debian's docker.io against a host relay, compose and
-# the Kubernetes sidecar's settings (exit 77: skipped, dockerd cannot start here; it says why).
-stage $SUDO tests/containers/ci-stage.sh
-# attach (issue 25) with the real engine (the docker.io the stage above installed): images
-# imported from this machine's binaries, one without sockferry for --inject; a minute.
-stage $SUDO tests/containers/attach-stage.sh "$PWD/build-ci"
+# done_job LANE NAME START STATUS: the record and the printed log of a job (status -1: not run).
+done_job() {
+        local lane=$1 name=$2 t0=$3 rc=$4 word
+        case $rc in
+        0) word=PASS ;;
+        77) word=SKIP ;;
+        -1) word="NOT RUN" ;;
+        *) word=FAIL ;;
+        esac
+        printf '%s\t%s\t%d\t%d\t%s\n' "$name" "$lane" "$t0" "$SECONDS" "$word" >>"$logs/stages.tsv"
+        {
+                flock 9
+                printf '\n──── %s: %s (%s lane, %d s, from %d s to %d s) ────\n' "$name" "$word" "$lane" \
+                        $((SECONDS - t0)) "$t0" "$SECONDS"
+                cat "$logs/$name.log"
+                printf '──── end of %s ────\n' "$name"
+        } 9>"$logs/.print"
+        echo "$rc" >"$logs/$name.rc"
+        [ "$rc" = 0 ] || [ "$rc" = 77 ]
+}
+# ended NAME...: waits until the jobs NAME have ended; 0 if they all passed, 77 if one was
+# skipped and none failed, 1 if one failed.
+ended() {
+        local n rc worst=0
+        for n in "$@"; do
+                while [ ! -f "$logs/$n.rc" ]; do sleep 2; done
+                rc=$(cat "$logs/$n.rc")
+                case $rc in
+                0) ;;
+                77) [ $worst = 1 ] || worst=77 ;;
+                *) worst=1 ;;
+                esac
+        done
+        return $worst
+}
+# after NAME... -- LANE JOB COMMAND...: the job, once the jobs NAME passed; skipped if one of
+# them was, not run if one failed.
+after() {
+        local deps=() rc=0
+        while [ "$1" != -- ]; do deps+=("$1"); shift; done
+        shift
+        ended "${deps[@]}" || rc=$?
+        case $rc in
+        0) job "$@" ;;
+        77)
+                echo "skipped: it needs ${deps[*]}, and one of them was skipped" >"$logs/$2.log"
+                done_job "$1" "$2" "$SECONDS" 77
+                ;;
+        *)
+                echo "not run: it needs ${deps[*]}, and one of them failed" >"$logs/$2.log"
+                done_job "$1" "$2" "$SECONDS" -1
+                ;;
+        esac
+}
+# in_netns COMMAND...: COMMAND as root in a network namespace of its own, its loopback up.
+in_netns() { $SUDO ${SUDO:+-E} unshare --net -- sh -c 'ip link set lo up && exec "$@"' in_netns "$@"; }
+# tests BUILD LOGBASE [meson test arguments...]: a test run of BUILD in a namespace of its own;
+# its log (BUILD/meson-logs/LOGBASE.json) counts in the closing line.
+tests() {
+        local build=$1 logbase=$2
+        shift 2
+        in_netns meson test -C "$build" --no-rebuild --print-errorlogs --num-processes "$SF_TEST_PROCESSES" \
+                --logbase "$logbase" "$@"
+}
+# The ASan+UBSan build's tests: no packaging suite, a short soak (the list above says why).
+tests_asan() (
+        export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+        export SF_BIG_MIB=16 SF_SOAK_SECONDS=20 SF_WAIT_SCALE=2
+        tests "$src/build-asan" testlog --timeout-multiplier 3 --no-suite preload --no-suite packaging
+)
+# with_prev: SF_PREV_SOCKFERRY for the tests of this lane, once the previous release is built
+# (none when it could not be: the interop tests then say so).
+with_prev() {
+        ended prev || true
+        SF_PREV_SOCKFERRY=$(cat "$logs/prev.path" 2>/dev/null || true)
+        if [ -n "$SF_PREV_SOCKFERRY" ]; then export SF_PREV_SOCKFERRY; else unset SF_PREV_SOCKFERRY; fi
+}
+prev_release() { tests/lib/build-prev-release.sh "$src/build-prev" >"$logs/prev.path"; }
+build() { # DIR meson-setup-options...: a fresh build directory, built
+        local dir=$1
+        shift
+        rm -rf "$dir"
+        meson setup "$dir" "$@" && ninja -C "$dir"
+}
+# The lanes that only build and check get the CPU after the tests, which wait on timeouts.
+niced() { renice -n 10 -p "$BASHPID" >/dev/null; }
 
-# One closing line for the whole run, counted from meson's test logs (the main, ASan, libuv 1.50
-# and portable builds) and the stages above.
-python3 - "$stages_passed" "$stages_skipped" build-ci build-asan build-libuv150 build-portable <<'PY'
-import glob, json, sys
-passed, skipped, failed = int(sys.argv[1]), int(sys.argv[2]), 0
-for path in (p for d in sys.argv[3:] for p in sorted(glob.glob(d + "/meson-logs/*.json"))):
-    with open(path) as f:
-        for line in f:
-            r = json.loads(line)["result"]
-            if r in ("OK", "EXPECTEDFAIL"):
-                passed += 1
-            elif r == "SKIP":
-                skipped += 1
-            else:
-                failed += 1
+# ---- packages, the main build and the previous release ----
+# What the main build and its tests need first; the rest (cross-builds, packaging, fuzzing,
+# Wine) while they run.
+job setup packages $SUDO packaging/install-deps.sh --fast base || fail "packaging/install-deps.sh (its log above)"
+(set +e; job setup packages-rest $SUDO packaging/install-deps.sh --fast) &
+lanes+=($!)
+(set +e; job setup prev prev_release) &
+lanes+=($!)
+job setup build-ci build "$src/build-ci" -Dwerror=true -Dbuildtype=debugoptimized -Dtest_hooks=true || fail "the main build (its log above)"
+
+# ---- the lanes ----
+lane_e2e() {
+        with_prev
+        job e2e tests-main tests "$src/build-ci" testlog --no-suite valgrind
+        after build-libuv150 -- e2e tests-libuv150 in_netns tests/ci/libuv150.sh "$src/build-libuv150" test
+}
+lane_valgrind() {
+        with_prev
+        job valgrind tests-valgrind tests "$src/build-ci" valgrind --suite valgrind
+        after build-portable -- valgrind tests-portable in_netns tests/ci/portable.sh "$src/build-portable" test
+}
+lane_asan() {
+        with_prev
+        after build-asan -- asan tests-asan tests_asan
+}
+lane_builds() {
+        niced
+        job builds build-asan build "$src/build-asan" \
+                -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false -Dpreload=disabled -Dtest_hooks=true
+        after packages-rest -- builds build-libuv150 tests/ci/libuv150.sh "$src/build-libuv150" build
+        job builds build-portable tests/ci/portable.sh "$src/build-portable" build
+        job builds install-dist tests/ci/install-dist.sh "$src/build-ci"
+        after packages-rest -- builds rpm-spec sh -c 'rpmspec -P packaging/rpm/sockferry.spec >/dev/null &&
+                echo "packaging/rpm/sockferry.spec parses"'
+        # The container engine: the images, compose, the sidecar, attach (one dockerd).
+        after packages-rest -- builds containers $SUDO tests/ci/containers.sh "$src/build-ci"
+        after packages-rest static -- builds deb env SF_STATIC_DIR="$src/build-static" $SUDO ${SUDO:+-E} \
+                tests/ci/deb-install.sh "$src/build-deb"
+        # The release with the builds the other stages made (one that was skipped left none:
+        # release.sh then makes its own).
+        ended deb macos windows || true
+        local release_env=(SF_RELEASE_STATIC="$src/build-static")
+        [ "$(cat "$logs/deb.rc")" != 0 ] || release_env+=(SF_RELEASE_DEB="$(ls "$src"/build-deb/sockferry_*.deb)")
+        [ ! -f "$src/build-macos/sockferry-universal" ] || release_env+=(SF_RELEASE_MACOS="$src/build-macos")
+        [ ! -f "$src/build-windows/sockferry.exe" ] || release_env+=(SF_RELEASE_WINDOWS="$src/build-windows")
+        after static -- builds release env "${release_env[@]}" tests/ci/release.sh "$src/build-release"
+}
+lane_cross() {
+        niced
+        # The static binaries (-Dstatic=true) for x86_64 and aarch64 (the .deb takes them), each
+        # in an empty chroot.
+        after packages-rest -- cross static packaging/linux/build-static.sh "$src/build-static"
+        after static -- cross static-chroot $SUDO tests/ci/static-chroot.sh "$src/build-static"
+        # Windows host side without Windows: sockferry.exe cross-built (it downloads: not in a
+        # namespace of its own; its end-to-end test makes one with addresses no other test
+        # uses), kept for the release, then under Wine.
+        after packages-rest -- cross windows env SF_WINDOWS_OUT="$src/build-windows" $SUDO ${SUDO:+-E} \
+                tests/ci/windows.sh "$src/build-ci"
+}
+lane_cross2() {
+        niced
+        # macOS host side without a Mac: Mach-O cross-build, kept for the release.
+        after packages-rest -- cross2 macos tests/ci/macos-cross.sh "$src/build-macos"
+        # libFuzzer smoke run of every parser that takes outside input, from the committed corpora.
+        after packages-rest -- cross2 fuzz tests/fuzz/run.sh 10 "$src/build-fuzz"
+}
+# A lane runs all of its jobs whatever becomes of each (set +e): the jobs of other lanes may
+# wait for them.
+for lane in lane_e2e lane_valgrind lane_asan lane_builds lane_cross lane_cross2; do
+        (set +e; $lane) &
+        lanes+=($!)
+done
+# A line a minute while the lanes run: the jobs running, and for how long.
+heartbeat() {
+        local s n running
+        while sleep 60; do
+                running=""
+                for s in "$logs"/*.start; do
+                        n=$(basename "$s" .start)
+                        [ -f "$logs/$n.rc" ] || running+=" $n ($((SECONDS - $(cat "$s"))) s)"
+                done
+                echo "ci: at $SECONDS s, running:$running"
+        done
+}
+heartbeat &
+beat=$!
+disown "$beat"
+wait "${lanes[@]}" || true
+kill -- "-$beat"
+lanes=()
+
+# ---- the end: the slowest tests, each job's time, one closing line ----
+rc=0
+python3 - "$logs" "$SECONDS" build-ci build-asan build-libuv150 build-portable >"$logs/summary.txt" <<'PY' || rc=$?
+import glob, json, re, sys
+logs, total, builds = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+tests = []
+for b in builds:
+    for path in sorted(glob.glob(b + "/meson-logs/*.json")):
+        with open(path) as f:
+            for line in f:
+                r = json.loads(line)
+                tests.append((r["duration"], b, r["name"], r["result"]))
+print("\nThe 10 slowest tests:")
+for d, b, name, res in sorted(tests, reverse=True)[:10]:
+    print("  %7.1f s  %-16s %-30s %s" % (d, b, name, res))
+jobs = [l.rstrip("\n").split("\t") for l in open(logs + "/stages.tsv") if l.strip()]
+def cpu(name):
+    """A job's CPU seconds: the user and system times of its shell and their children."""
+    try:
+        text = open("%s/%s.times" % (logs, name)).read()
+    except OSError:
+        return 0.0
+    return sum(int(m) * 60 + float(s) for m, s in re.findall(r"(\d+)m([\d.]+)s", text))
+print("\nEach job: lane, start and end (s since the run began), seconds, CPU seconds:")
+for name, lane, t0, t1, word in sorted(jobs, key=lambda j: (int(j[2]), j[0])):
+    print("  %-16s %-9s %5s %5s %5d s %6.0f s  %s" % (name, lane, t0, t1, int(t1) - int(t0), cpu(name), word))
+all_cpu = sum(cpu(j[0]) for j in jobs)
+print("  the run: %d s; its jobs' CPU: %.0f s (%.2f cores busy on average)" % (total, all_cpu, all_cpu / max(total, 1)))
+passed = sum(1 for t in tests if t[3] in ("OK", "EXPECTEDFAIL"))
+skipped = sum(1 for t in tests if t[3] == "SKIP")
+failed = len(tests) - passed - skipped
+# The stages count beside the tests. A test run counts by its tests (and once more when it
+# failed: a run can fail with no failed test to show, a timeout of the whole run); a build, the
+# packages and the previous release only when they did not pass.
+for name, lane, t0, t1, word in jobs:
+    if word == "PASS" and (name.startswith(("build-", "tests-", "packages")) or name == "prev"):
+        continue
+    if word == "PASS":
+        passed += 1
+    elif word == "SKIP":
+        skipped += 1
+    else:
+        failed += 1
 print("%d passed, %d failed, %d skipped" % (passed, failed, skipped))
 sys.exit(1 if failed else 0)
 PY
+cat "$logs/summary.txt"
+# The closing line: the count again, and the run's time.
+# shellcheck disable=SC2034 # stage.sh says it
+stage_reason=$(tail -n 1 "$logs/summary.txt")
+[ "$rc" = 0 ] || exit 1

@@ -20,7 +20,7 @@
 # (msvcrt.dll) and import libraries and links PE with lld. Windows 8 (0x0602) is the oldest
 # release the binaries run on, as libuv's own build sets it.
 # $cache/bin/ARCH-w64-mingw32-cc is the compiler, usable after a run for other programs
-# (tests/windows/ci-stage.sh builds its test program with the x86_64 one).
+# (tests/ci/windows.sh builds its test program with the x86_64 one).
 set -euo pipefail
 
 cross_os=windows cross_env=SF_WINDOWS

@@ -757,12 +757,20 @@ static void try_next_addr(struct sf_link *l) {
         connect_failed(l, l->last_err ? l->last_err : EHOSTUNREACH);
 }
 
+static void resolve(struct sf_link *l);
+
 static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res) {
         struct sf_link *l = req->data;
         l->gai_pending = false;
-        if (l->closing || status == UV_ECANCELED) {
+        if (l->closing || l->phase != PH_RESOLVE) {
+                /* The attempt it was for timed out, and no other waits for it yet. */
                 uv_freeaddrinfo(res);
                 maybe_free(l);
+                return;
+        }
+        if (status == UV_ECANCELED) {
+                /* Cancelled for an attempt that timed out; the attempt now waiting needs its own. */
+                resolve(l);
                 return;
         }
         if (status < 0) {
@@ -916,6 +924,15 @@ static void dial(struct sf_link *l) {
                 vsock_dial(l);
                 return;
         }
+        /* A resolve of an earlier attempt that timed out may still be on the thread pool
+         * (uv_cancel cannot stop a running one): its request is still queued and may not be
+         * started again before its callback. Its answer serves this attempt. */
+        if (!l->gai_pending)
+                resolve(l);
+}
+
+static void resolve(struct sf_link *l) {
+        const struct sf_endpoint *ep = l->p->ep;
         char port[16];
         snprintf(port, sizeof port, "%u", ep->port);
         struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV | AI_ADDRCONFIG };
@@ -1009,6 +1026,12 @@ int sf_link_client_new(uv_loop_t *loop, struct sf_bufpool *pool, const struct sf
         return 0;
 }
 
+void sf_link_transport_close(uv_stream_t *rd, uv_stream_t *wr, uv_close_cb close_cb) {
+        uv_close((uv_handle_t *)rd, close_cb ? close_cb : (uv_close_cb)free);
+        if (wr != rd)
+                uv_close((uv_handle_t *)wr, close_cb ? close_cb : (uv_close_cb)free);
+}
+
 int sf_link_adopt(uv_loop_t *loop, struct sf_bufpool *pool, const struct sf_link_params *p,
                   const struct sf_link_ops *ops, void *owner, enum sf_mux_role role, uv_stream_t *rd,
                   uv_stream_t *wr, uv_close_cb close_cb, struct sf_link **out) {
@@ -1018,9 +1041,7 @@ int sf_link_adopt(uv_loop_t *loop, struct sf_bufpool *pool, const struct sf_link
                 l = NULL;
         }
         if (!l) {
-                uv_close((uv_handle_t *)rd, close_cb ? close_cb : (uv_close_cb)free);
-                if (wr != rd)
-                        uv_close((uv_handle_t *)wr, close_cb ? close_cb : (uv_close_cb)free);
+                sf_link_transport_close(rd, wr, close_cb);
                 return -ENOMEM;
         }
         l->t->close_cb = close_cb;

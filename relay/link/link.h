@@ -99,6 +99,9 @@ int sf_link_adopt(uv_loop_t *loop, struct sf_bufpool *pool, const struct sf_link
                   const struct sf_link_ops *ops, void *owner, enum sf_mux_role role, uv_stream_t *rd,
                   uv_stream_t *wr, uv_close_cb close_cb, struct sf_link **out);
 
+/* Closes a transport no link took (rd/wr as sf_link_adopt's), with close_cb (NULL: free()). */
+void sf_link_transport_close(uv_stream_t *rd, uv_stream_t *wr, uv_close_cb close_cb);
+
 /* A new stream for service (NULL: none named), once the link is up. NULL with *err: -EAGAIN
  * when it is not up or the peer takes no new streams (it is draining), -ENOMEM. */
 struct sf_mux_stream *sf_link_stream_open(struct sf_link *l, const char *service, bool by_default, bool probe,

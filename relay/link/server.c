@@ -96,9 +96,7 @@ int sf_link_server_adopt(struct sf_link_server *ls, const char *peer, bool quiet
                          uv_close_cb close_cb, struct sf_link **out) {
         struct srv_link *sl = calloc(1, sizeof *sl);
         if (!sl) {
-                uv_close((uv_handle_t *)rd, close_cb ? close_cb : (uv_close_cb)free);
-                if (wr != rd)
-                        uv_close((uv_handle_t *)wr, close_cb ? close_cb : (uv_close_cb)free);
+                sf_link_transport_close(rd, wr, close_cb);
                 return -ENOMEM;
         }
         snprintf(sl->name, sizeof sl->name, "%s", peer);

@@ -185,9 +185,7 @@ int sf_link_entry_adopt(uv_loop_t *loop, struct sf_bufpool *pool, const struct s
                         struct sf_link_entry **out) {
         struct sf_link_entry *e = calloc(1, sizeof *e);
         if (!e) {
-                uv_close((uv_handle_t *)rd, close_cb ? close_cb : (uv_close_cb)free);
-                if (wr != rd)
-                        uv_close((uv_handle_t *)wr, close_cb ? close_cb : (uv_close_cb)free);
+                sf_link_transport_close(rd, wr, close_cb);
                 return -ENOMEM;
         }
         e->loop = loop;

@@ -204,6 +204,23 @@ Test(load, lexical_forms) {
         sf_conf_free(&conf);
 }
 
+Test(load, a_token_path_under_the_home_directory) {
+        /* README's "token-file = ~/.config/sockferry/token": ~/ is $HOME's, as in a shell. */
+        setenv("HOME", "/home/me", 1);
+        load_ok("[sockferry]\ntoken-file = ~/.config/sockferry/token\n"
+                "[a]\nlisten = unix:@a\nconnect = unix:/run/a.sock\ntoken-file = \"~/two words/token\"\n");
+        cr_assert_str_eq(conf.token_file, "/home/me/.config/sockferry/token");
+        cr_assert_str_eq(conf.forwards[0].token_file, "/home/me/two words/token");
+        sf_conf_free(&conf);
+        assert_one_error("[sockferry]\ntoken-file = ~bob/token\n",
+                         "2: [sockferry] token-file: \"~bob/token\": only ~/ (the home directory) is expanded, not ~USER, "
+                         "expected an absolute path such as /run/secrets/sockferry.token");
+        unsetenv("HOME");
+        assert_one_error("[sockferry]\ntoken-file = ~/token\n",
+                         "2: [sockferry] token-file: \"~/token\": ~ stands for the home directory, and HOME is not set, "
+                         "expected an absolute path such as /run/secrets/sockferry.token");
+}
+
 Test(load, empty_file) {
         load_ok("");
         cr_assert_eq(conf.n_forwards, 0);

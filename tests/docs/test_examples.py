@@ -16,7 +16,9 @@ is listed with its reason. An HTML comment on the line just before the fence ste
                  listening socket appeared); it is stopped when the scenario ends
   file PATH      (ini) written to PATH, where the blocks that follow use it
   service EP     a stand-in HTTP service on EP (unix:/PATH or tcp:127.0.0.1:PORT), started
-                 before the block, for the real one (docker.sock, an agent) that is not here
+                 before the block, for the real one (docker.sock, an agent) that is not here:
+                 the harness's http server (tests/lib/sfservers.py), answering "stand-in for
+                 EP: PATH"
   token PATH     a fresh token at PATH, as a mounted secret would be
   mount SRC DST  SRC bind-mounted at DST, as `docker run -v SRC:DST` would do
   user NAME      the user and group NAME exist
@@ -33,6 +35,7 @@ and a private tmpfs on /run (so /run/secrets, /var/run/docker.sock are the scena
 A failing block prints its file:line, the block, its output and the output of the scenario's
 background processes.
 """
+import contextlib
 import os
 import pathlib
 import re
@@ -46,6 +49,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import sftap  # noqa: E402
+from sfharness import SERVERS, Skip  # noqa: E402
 
 RUN_LANGS = {"sh": "sh", "bash": "sh", "shell": "sh", "console": "console", "ini": "ini"}
 WINDOWS_LANGS = {"bat", "batch", "cmd", "powershell", "ps1", "pwsh"}
@@ -53,29 +57,6 @@ HOST_NAMES = ("host.docker.internal", "host.lima.internal", "host.containers.int
               "host.orb.internal", "gateway.docker.internal")
 FENCE = re.compile(r"^(\s*)(`{3,})([\w-]*)\s*$")
 MARKER = re.compile(r"^\s*<!--\s*doctest:(.*?)-->\s*$")
-
-STAND_IN = r'''
-import http.server, os, socketserver, sys
-ep = sys.argv[1]
-class H(http.server.BaseHTTPRequestHandler):
-    def address_string(self): return "client"
-    def do_GET(self):
-        body = ("stand-in for %s: %s\n" % (ep, self.path)).encode()
-        self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
-        self.wfile.write(body)
-    do_POST = do_HEAD = do_GET
-    def log_message(self, *a): pass
-if ep.startswith("unix:"):
-    path = ep[5:]
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    if os.path.exists(path): os.unlink(path)
-    class S(socketserver.ThreadingMixIn, socketserver.UnixStreamServer): daemon_threads = True
-    S(path, H).serve_forever()
-else:
-    host, port = ep[4:].rsplit(":", 1)
-    http.server.ThreadingHTTPServer((host, int(port)), H).serve_forever()
-'''
-
 
 class Block:
     def __init__(self, path, line, lang, text, directives):
@@ -289,7 +270,12 @@ def set_up(sc, kind, args):
         ep = args[0]
         if not re.match(r"^(unix:/\S+|tcp:127\.0\.0\.1:\d+)$", ep):
             return f"service {ep}: expected unix:/PATH or tcp:127.0.0.1:PORT"
-        return sc.start(["python3", "-c", STAND_IN, ep], f"stand-in service {ep}")
+        if ep.startswith("unix:"):
+            p = shlex.quote(ep[5:])
+            st, out = sc.sh(f"mkdir -p \"$(dirname {p})\"; rm -f {p}")
+            if st != 0:
+                return f"service {ep}: {out.strip()}"
+        return sc.start(["python3", SERVERS, "http", ep, f"stand-in for {ep}"], f"stand-in service {ep}")
     if kind == "token":
         p = shlex.quote(args[0])
         st, out = sc.sh(f"mkdir -p -m 0700 \"$(dirname {p})\"; sockferry keygen --force -o {p}")
@@ -336,65 +322,73 @@ def run_block(sc, b, check_argv):
     return st == b.exit, f"{what}\n{out}"
 
 
-def main():
-    root = pathlib.Path(sys.argv[1])
-    sockferry = os.environ.get("SOCKFERRY")
-    tap = sftap.Tap()
-    if not sockferry or not os.access(sockferry, os.X_OK):
-        tap.ok(False, "SOCKFERRY names the built binary (meson test sets it)")
-        return tap.finish()
-    files = ["README.md"] + sorted(str(p.relative_to(root)) for p in (root / "doc").glob("*.md"))
-    blocks = [b for f in files for b in blocks_of(root, f)]
-    if os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("nsenter"):
-        sftap.skip_all("needs root, unshare and nsenter: every example runs in its own "
-                       "mount and network namespace")
-    checker, check_argv = ini_checker(sockferry)
+ROOT = pathlib.Path(sys.argv[1])
+SOCKFERRY = os.environ.get("SOCKFERRY")
+FILES = ["README.md"] + sorted(str(p.relative_to(ROOT)) for p in (ROOT / "doc").glob("*.md"))
 
-    results, diags = [], []
-    sc, last_file = None, None
+
+def run_examples(rel):
+    """Runs the blocks of one file, each scenario in namespaces of its own; every runnable block
+    must pass. Each block's outcome, and each skipped block with its reason, is a TAP comment."""
+    if rel == FILES[0]:
+        print(f"# ini blocks are checked with: {CHECK_ARGV[0]}", flush=True)
+    failed = []
+    sc = None
     try:
-        for b in blocks:
+        for b in blocks_of(ROOT, rel):
+            desc = f"{b.where} ({b.lang}{', background' if b.background else ''})"
             if b.error:
-                results.append((False, f"{b.where} ({b.lang}) marker", b.error))
+                ok, detail = False, b.error
+            elif b.skip:
+                print(f"# skipped {b.where} ({b.lang}): {b.skip}", flush=True)
                 continue
-            if b.skip:
-                diags.append(f"skipped {b.where} ({b.lang}): {b.skip}")
-                continue
-            if b.lang in WINDOWS_LANGS:
-                results.append((False, f"{b.where} ({b.lang}) marker",
-                                "a Windows block cannot run here: put `<!-- doctest: skip REASON -->` before it"))
-                continue
-            if not b.then or sc is None or b.path != last_file:
-                if b.then:
-                    results.append((False, f"{b.where} ({b.lang})",
-                                    "`then` but no runnable block before it in this file"))
-                    continue
-                if sc:
-                    sc.close()
-                    sc = None
-                try:
-                    sc = Scenario(sockferry)
-                except (OSError, RuntimeError) as e:
-                    results.append((False, f"{b.where} ({b.lang})", f"cannot set up the namespaces: {e}"))
-                    continue
-            last_file = b.path
-            ok, detail = run_block(sc, b, check_argv)
+            elif b.lang in WINDOWS_LANGS:
+                ok, detail = False, "a Windows block cannot run here: put `<!-- doctest: skip REASON -->` before it"
+            elif b.then and sc is None:
+                ok, detail = False, "`then` but no runnable block before it in this file"
+            else:
+                if not b.then:
+                    if sc:
+                        sc.close()
+                        sc = None
+                    try:
+                        sc = Scenario(SOCKFERRY)
+                    except (OSError, RuntimeError) as e:
+                        failed.append((desc, f"cannot set up the namespaces: {e}"))
+                        continue
+                ok, detail = run_block(sc, b, CHECK_ARGV[1])
+                if not ok:
+                    detail = (f"{b.where}: {b.lang} block failed: {detail}\n--- block ---\n{b.text}"
+                              + sc.background_logs())
+            print(f"# {'ok' if ok else 'not ok'} {desc}", flush=True)
             if not ok:
-                detail = (f"{b.where}: {b.lang} block failed: {detail}\n--- block ---\n{b.text}"
-                          + sc.background_logs())
-            results.append((ok, f"{b.where} ({b.lang}{', background' if b.background else ''})",
-                            detail))
+                failed.append((desc, detail.rstrip()))
     finally:
         if sc:
             sc.close()
+    assert not failed, "\n\n".join(f"{desc}: {detail}" for desc, detail in failed)
 
-    tap.comment(f"ini blocks are checked with: {checker}")
-    for line in diags:
-        tap.comment(line)
-    for ok, desc, detail in results:
-        tap.ok(ok, desc, detail.rstrip())
-    return tap.finish()
+
+def examples_of(rel):
+    """The test of one file's examples."""
+    def test():
+        run_examples(rel)
+    test.__name__ = "test_the_examples_of_" + rel
+    return test
+
+
+# How an ini block is checked (ini_checker: what to say, the command), found by the run's set-up.
+CHECK_ARGV = []
+
+
+@contextlib.contextmanager
+def examples_setup():
+    if os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("nsenter"):
+        raise Skip("needs root, unshare and nsenter: every example runs in its own mount and network namespace")
+    assert SOCKFERRY and os.access(SOCKFERRY, os.X_OK), "SOCKFERRY names the built binary (meson test sets it)"
+    CHECK_ARGV.extend(ini_checker(SOCKFERRY))
+    yield
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sftap.main([examples_of(rel) for rel in FILES], setup=examples_setup)

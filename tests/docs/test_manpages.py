@@ -30,26 +30,19 @@ def load_table(root):
     return gen.load(str(root / "packaging" / "completions" / "sockferry.cli"))
 
 
-def main():
-    root = pathlib.Path(sys.argv[1])
-    man1 = (root / "doc" / "sockferry.1.scd").read_text()
-    man5 = (root / "doc" / "sockferry.conf.5.scd").read_text()
-    _, table_commands, table_keys = load_table(root)
-    comp_options = {c.name: {n for o in c.options for n in o.names} for c in table_commands}
-    tests = []
+ROOT = pathlib.Path(sys.argv[1])
+MAN1 = (ROOT / "doc" / "sockferry.1.scd").read_text()
+MAN5 = (ROOT / "doc" / "sockferry.conf.5.scd").read_text()
+_, TABLE_COMMANDS, TABLE_KEYS = load_table(ROOT)
+COMP_OPTIONS = {c.name: {n for o in c.options for n in o.names} for c in TABLE_COMMANDS}
+COMMANDS = re.findall(r'\{\s*"([a-z]+)",\s*sf_cmd_\w+\s*\}', (ROOT / "shim" / "main.c").read_text())
 
-    main_c = (root / "shim" / "main.c").read_text()
-    commands = re.findall(r'\{\s*"([a-z]+)",\s*sf_cmd_\w+\s*\}', main_c)
-    tests.append((len(commands) >= 3, f"shim/main.c lists commands ({', '.join(commands)})"))
-    for cmd in commands:
-        tests.append((f"*sockferry {cmd}*" in man1 or f"*{cmd}*" in man1, f"sockferry(1) documents the command {cmd}"))
-        tests.append((cmd in comp_options, f"the completions' table has the command {cmd}"))
-    extra = sorted(set(comp_options) - set(commands) - {"help"})
-    tests.append((not extra, f"the completions' table names only commands of shim/main.c (extra: {extra})"))
 
-    # shim/cli.h holds the options relay, run and check share (SF_CLI_LONGOPTS/SHORTOPTS).
-    shared = set()
-    for src in [root / "shim" / "cli.h"] + sorted((root / "shim").glob("cmd_*.c")):
+def options():
+    """(source file, command or None, long options, short options) of shim/cli.h and every
+    shim/cmd_*.c; cli.h's (SF_CLI_LONGOPTS/SHORTOPTS) are those relay, run and check share."""
+    out, shared = [], set()
+    for src in [ROOT / "shim" / "cli.h"] + sorted((ROOT / "shim").glob("cmd_*.c")):
         text = src.read_text()
         # check --pid parses relay's and run's options from their command line: not check's own.
         text = re.sub(r"relay_run_opts\[\] = \{.*?\n\s*\};", "", text, flags=re.S)
@@ -67,42 +60,79 @@ def main():
         elif "SF_CLI_LONGOPTS" in text:
             longs |= {o[2:] for o in shared if o.startswith("--")}
             shorts |= {o[1:] for o in shared if not o.startswith("--")}
-        for opt in sorted(longs):
-            tests.append((f"*--{opt}*" in man1, f"sockferry(1) documents --{opt} ({src.name})"))
-            if cmd in comp_options:
-                tests.append((f"--{opt}" in comp_options[cmd], f"the completions' table gives {cmd} --{opt}"))
-        for ch in sorted(shorts):
-            tests.append((f"*-{ch}*" in man1, f"sockferry(1) documents -{ch} ({src.name})"))
-            if cmd in comp_options:
-                tests.append((f"-{ch}" in comp_options[cmd], f"the completions' table gives {cmd} -{ch}"))
+        out.append((src.name, cmd, sorted(f"--{o}" for o in longs), sorted(f"-{ch}" for ch in shorts)))
+    return out
 
-    conf = (root / "conf" / "keys.c").read_text()
+
+def key_table():
+    conf = (ROOT / "conf" / "keys.c").read_text()
     table = conf[conf.index(" sf_conf_keys[] = {"):]
-    table = table[: table.index("};")]
-    keys = re.findall(r'\{\s*"([a-z-]+)",', table)
-    tests.append((len(keys) >= 10, f"conf/keys.c has a key table ({len(keys)} keys)"))
-    for key in keys:
-        tests.append((re.search(rf"^\*{re.escape(key)}\* =", man5, flags=re.M) is not None,
-                      f"sockferry.conf(5) documents the key {key}"))
-    forward_keys = {k for k, parser in re.findall(r'\{\s*"([a-z-]+)",\s*(\w+),', table)
+    return table[: table.index("};")]
+
+
+def test_shim_main_c_lists_commands():
+    assert len(COMMANDS) >= 3, COMMANDS
+
+
+def test_sockferry_1_documents_every_command():
+    missing = [cmd for cmd in COMMANDS if f"*sockferry {cmd}*" not in MAN1 and f"*{cmd}*" not in MAN1]
+    assert not missing, "sockferry(1) does not document the commands %s" % missing
+
+
+def test_the_completions_table_has_every_command():
+    missing = [cmd for cmd in COMMANDS if cmd not in COMP_OPTIONS]
+    assert not missing, "the completions' table lacks the commands %s" % missing
+
+
+def test_the_completions_table_names_only_commands_of_shim_main_c():
+    extra = sorted(set(COMP_OPTIONS) - set(COMMANDS) - {"help"})
+    assert not extra, "the completions' table names commands shim/main.c lacks: %s" % extra
+
+
+def test_sockferry_1_documents_every_option():
+    missing = [(src, o) for src, _, longs, shorts in options() for o in longs + shorts if f"*{o}*" not in MAN1]
+    assert not missing, "sockferry(1) does not document (source file, option): %s" % missing
+
+
+def test_the_completions_table_gives_each_command_its_options():
+    missing = [(cmd, o) for _, cmd, longs, shorts in options() if cmd in COMP_OPTIONS
+               for o in longs + shorts if o not in COMP_OPTIONS[cmd]]
+    assert not missing, "the completions' table does not give (command, option): %s" % missing
+
+
+def test_conf_keys_c_has_a_key_table():
+    keys = re.findall(r'\{\s*"([a-z-]+)",', key_table())
+    assert len(keys) >= 10, "conf/keys.c has %d keys" % len(keys)
+
+
+def test_sockferry_conf_5_documents_every_key():
+    missing = [key for key in re.findall(r'\{\s*"([a-z-]+)",', key_table())
+               if re.search(rf"^\*{re.escape(key)}\* =", MAN5, flags=re.M) is None]
+    assert not missing, "sockferry.conf(5) does not document the keys %s" % missing
+
+
+def test_the_completions_table_offers_the_per_forward_keys_of_conf_keys_c_after_f():
+    forward_keys = {k for k, parser in re.findall(r'\{\s*"([a-z-]+)",\s*(\w+),', key_table())
                     if parser != "NULL"} - {"listen", "connect"}
-    tests.append((forward_keys == set(table_keys),
-                  "the completions' table offers the per-forward keys of conf/keys.c after -F ...,"
-                  f" (missing: {sorted(forward_keys - set(table_keys))}, extra: {sorted(set(table_keys) - forward_keys)})"))
+    assert forward_keys == set(TABLE_KEYS), "missing: %s, extra: %s" % (
+        sorted(forward_keys - set(TABLE_KEYS)), sorted(set(TABLE_KEYS) - forward_keys))
 
-    cli_h = (root / "conf" / "conf.h").read_text() + (root / "shim" / "cli.h").read_text()
-    exit_section = man1[man1.index("# EXIT STATUS"):]
-    exit_section = exit_section[: exit_section.index("\n# ", 1)]
-    statuses = re.findall(r"#define\s+(SF_EX_\w+)\s+(\d+)", cli_h)
-    tests.append((len(statuses) >= 2, f"exit statuses defined: {statuses}"))
-    for name, num in statuses:
-        tests.append((f"*{num}*" in exit_section, f"sockferry(1) EXIT STATUS lists {num} ({name})"))
 
-    tap = sftap.Tap()
-    for ok, desc in tests:
-        tap.ok(ok, desc)
-    return tap.finish()
+def exit_statuses():
+    cli_h = (ROOT / "conf" / "conf.h").read_text() + (ROOT / "shim" / "cli.h").read_text()
+    return re.findall(r"#define\s+(SF_EX_\w+)\s+(\d+)", cli_h)
+
+
+def test_exit_statuses_are_defined():
+    assert len(exit_statuses()) >= 2, exit_statuses()
+
+
+def test_sockferry_1_exit_status_lists_every_status():
+    section = MAN1[MAN1.index("# EXIT STATUS"):]
+    section = section[: section.index("\n# ", 1)]
+    missing = [(name, num) for name, num in exit_statuses() if f"*{num}*" not in section]
+    assert not missing, "sockferry(1) EXIT STATUS does not list %s" % missing
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sftap.main(sftap.tests_of(globals()))

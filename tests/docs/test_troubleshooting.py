@@ -75,37 +75,49 @@ def matches(fragment, literal):
     return True
 
 
-def main():
-    doc, root = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
-    strings = source_strings(root)
-    rows = table_rows(doc)
-    tap = sftap.Tap()
-    if rows is None:
-        tap.ok(False, f"{doc.name} has a '## Messages' section")
-        return tap.finish()
-    tests = []
-    for cells in rows:
-        fragments = re.findall(r"`([^`]+)`", cells[0])
-        if not fragments:
-            tests.append((False, f"row without a `message` fragment: {cells[0]!r}"))
-            continue
-        for frag in fragments:
-            frag = frag.replace("\\|", "|")
-            pieces = [p for p in frag.split(ELLIPSIS) if p.strip()]
-            if not pieces or max(len(p.strip()) for p in pieces) < 6:
-                tests.append((False, f"fragment too short to identify a message: {frag!r}"))
-                continue
-            where = [f for f, s in strings if matches(frag, s)]
-            tests.append((bool(where), f"{frag!r} occurs in the sources" + (f" ({where[0]})" if where else "")))
-        if not cells[1] or not cells[2]:
-            tests.append((False, f"row {fragments[0]!r} gives a cause and a fix"))
-    quoted = " ".join(r[0] for r in rows)
-    for cls in CLASSES:
-        tests.append((f"`{cls}" in quoted, f"the table covers the error class '{cls}'"))
-    for ok, desc in tests:
-        tap.ok(ok, desc)
-    return tap.finish()
+DOC, ROOT = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+
+
+def rows():
+    found = table_rows(DOC)
+    assert found is not None, f"{DOC.name} has no '## Messages' section"
+    return found
+
+
+def fragments():
+    """Every `code` fragment of the table's rows."""
+    return [frag.replace("\\|", "|") for cells in rows() for frag in re.findall(r"`([^`]+)`", cells[0])]
+
+
+def test_the_doc_has_a_messages_section():
+    rows()
+
+
+def test_every_row_quotes_a_message_in_fragments_long_enough_to_identify_it():
+    bad = [cells[0] for cells in rows() if not re.findall(r"`([^`]+)`", cells[0])]
+    assert not bad, f"rows without a `message` fragment: {bad}"
+    short = [frag for frag in fragments()
+             if not [p for p in frag.split(ELLIPSIS) if p.strip()]
+             or max(len(p.strip()) for p in frag.split(ELLIPSIS) if p.strip()) < 6]
+    assert not short, f"fragments too short to identify a message: {short}"
+
+
+def test_every_fragment_occurs_in_the_sources():
+    strings = source_strings(ROOT)
+    missing = [frag for frag in fragments() if not any(matches(frag, s) for _, s in strings)]
+    assert not missing, f"fragments no string of {', '.join(SOURCE_DIRS)} matches: {missing}"
+
+
+def test_every_row_gives_a_cause_and_a_fix():
+    bad = [cells[0] for cells in rows() if not cells[1] or not cells[2]]
+    assert not bad, f"rows without a cause or a fix: {bad}"
+
+
+def test_the_table_covers_every_error_class():
+    quoted = " ".join(r[0] for r in rows())
+    missing = [cls for cls in CLASSES if f"`{cls}" not in quoted]
+    assert not missing, f"the table does not cover the error classes {missing}"
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sftap.main(sftap.tests_of(globals()))

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """End-to-end tests of the authenticated link (auth = token, sockferry/1).
 
-The "container" is a network namespace joined to the host by a veth pair (198.18.0.0/15
-addresses only); `ip netns exec` gives it an /etc/hosts where host.docker.internal is the
-host end, as Docker Desktop does. The namespace lives for the whole run; each test gets a
-Scene (tests/lib/sfharness.py) for what it starts."""
+The "container" is a network namespace joined to the host by a veth pair (addresses from this
+program's /24 of 198.18.0.0/15: sfharness.Net); `ip netns exec` gives it an /etc/hosts where
+host.docker.internal is the host end, as Docker Desktop does. The namespace lives for the
+whole run; each test gets a Scene (tests/lib/sfharness.py) for what it starts."""
 
 import os
 import resource
@@ -16,15 +16,15 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import sftap  # noqa: E402
-from sfharness import (Scene, Skip, connect, free_port, keygen, netns, recv_all, run_sockferry,  # noqa: E402
+from sfharness import (Net, Scene, Skip, accept_queue, connect, echo_once, free_port, keygen, recv_all, run_sockferry,  # noqa: E402
                        transfer_both_ways, wait_for, wait_link_up, LINK_MODE, VALGRIND)
 
-NS = "sf-auth-%d" % os.getpid()
-HOST_IF, CONT_IF = "sfh%d" % (os.getpid() % 100000), "sfc%d" % (os.getpid() % 100000)
-HOST_IP, CONT_IP = "198.18.0.1", "198.18.0.2"
+NET = Net()
+HOST_IP, CONT_IP = NET.host, NET.container
+# The host relay's port on HOST_IP, this program's own address.
 PORT = 7777
 MIB = 1 << 20
-IN_NS = ["ip", "netns", "exec", NS]
+IN_NS = ["ip", "netns", "exec", NET.ns]
 
 
 class Env:
@@ -162,13 +162,7 @@ def test_auth_token_only_on_the_host_is_named_on_the_container_side(sc):
     e = Env(sc)
     plain = sc.relay(["relay", "-F", "plain:unix:%s/plain.sock=tcp:host.docker.internal:%d" % (e.d, PORT)],
                      prefix=IN_NS)
-    s = connect(e.d + "/plain.sock", timeout=10)
-    try:
-        s.sendall(b"GET / HTTP/1.0\r\n\r\n")
-        data = recv_all(s)
-    except (BrokenPipeError, ConnectionResetError):
-        data = b""
-    s.close()
+    data = echo_once(e.d + "/plain.sock", b"GET / HTTP/1.0\r\n\r\n", to_end=True)
     # the host relay's greeting used to reach the client as data (curl: "Received HTTP/0.9")
     assert b"SFRY" not in data, data
     wait_for(lambda: "is a sockferry relay with auth = token" in plain.text(), timeout=10,
@@ -422,7 +416,9 @@ def test_preauth_budget_leaves_descriptors_for_authenticated_clients(sc):
         idle.append(s)
         s.setblocking(False)
         s.connect_ex((HOST_IP, PORT))
-    time.sleep(0.5)
+    # the flood has landed: the relay took in what its budget allows and accepted the rest
+    wait_for(lambda: "pre-auth budget full" in e.host.text() and accept_queue((HOST_IP, PORT)) == 0,
+             what="the relay to take the hundred silent connections in")
     for i in range(3):
         c = connect(e.d + "/container.sock")
         c.settimeout(10)
@@ -516,4 +512,4 @@ def test_preauth_budget_covers_link_handshakes(sc):
 
 if __name__ == "__main__":
     sftap.main(sftap.tests_of(globals()), fixture=Scene,
-               setup=lambda: netns(NS, HOST_IF, CONT_IF, HOST_IP, CONT_IP))
+               setup=NET.namespace)

@@ -12,8 +12,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import sftap  # noqa: E402
-from sfharness import SOCKFERRY, Scene, free_port, keygen, wait_for, write_conf  # noqa: E402
-from sfops import Link, check  # noqa: E402
+from sfharness import SOCKFERRY, Link, Scene, check, free_port, keygen, wait_for, write_conf  # noqa: E402
 
 
 def test_check_ok_through_an_authenticated_link(sc):
@@ -50,7 +49,7 @@ def test_check_plain_words_for_each_failure(sc):
     other = keygen(ln.d, "other")
     banner_port, silent_port, dead_port = free_port(), free_port(), free_port()
     sc.server("banner", "tcp:127.0.0.1:%d" % banner_port)
-    sc.server("silent", "tcp:127.0.0.1:%d" % silent_port)
+    sc.server("sink", "tcp:127.0.0.1:%d" % silent_port)
     rc, out, _ = check("--link-only", "-F", ln.spec(token=other))
     assert rc == 1 and out.startswith("c: FAIL auth rejected: tcp:127.0.0.1:%d" % ln.port) and other in out, out
 

@@ -2,12 +2,13 @@
 """The proof of the shared link (issue 24 item 6): services on one port and the multiplexed
 sockferry/2 link between a container relay and a host relay, end to end.
 
-The "container" is a network namespace joined to the host by a veth pair (198.18.0.0/15
-addresses only; `ip netns exec` gives it an /etc/hosts where host.docker.internal is the host
-end). The host relays listen on the host end, 198.18.0.1. Faults come from a TCP proxy of the
-test's own between the two relays (Proxy: resets, stalls, delays, repeated drops), from
-signals to the host relay, and from restarting it. The interop test builds the previous
-release's binary from its commit (cached under the build directory).
+The "container" is a network namespace joined to the host by a veth pair (addresses from this
+program's /24 of 198.18.0.0/15: sfharness.Net; `ip netns exec` gives it an /etc/hosts where
+host.docker.internal is the host end). The host relays listen on the host end. Faults come
+from a TCP proxy of the test's own between the two relays (Proxy: resets, stalls, delays,
+repeated drops), from signals to the host relay, and from restarting it. The interop test
+builds the previous release's binary from its commit (tests/lib/build-prev-release.sh, cached
+under the build directory), unless SF_PREV_SOCKFERRY names one built already.
 
 Timing numbers (round trips during a bulk transfer) are printed as comments for the benchmark's
 readers, never asserted."""
@@ -19,7 +20,6 @@ import os
 import queue
 import re
 import selectors
-import shutil
 import signal
 import socket
 import struct
@@ -31,20 +31,20 @@ import types
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import sftap  # noqa: E402
-from sfharness import (Scene, Session, Skip, closed_without_answer, connect, echo_once, fwd,  # noqa: E402
-                       keygen, need, netns, recv_all, served, sessions, token_relay, transfer_both_ways,
-                       wait_for, write_conf, ENGINE, SANITIZED, VALGRIND)
+from sfharness import (Net, Scene, Session, Skip, accept_queue, closed_without_answer, connect,  # noqa: E402
+                       echo_once, fwd, keygen, need, recv_all, served, sessions, steady, token_relay,
+                       transfer_both_ways, unread, wait_for, write_conf, ENGINE, SANITIZED, VALGRIND)
 
-NS = "sf-link-%d" % os.getpid()
-HOST_IF, CONT_IF = "sflh%d" % (os.getpid() % 100000), "sflc%d" % (os.getpid() % 100000)
-HOST_IP, CONT_IP = "198.18.0.1", "198.18.0.2"
-IN_NS = ["ip", "netns", "exec", NS]
-# The host relays' ports (on HOST_IP) and the proxies' (PROXY_BASE and up).
+NET = Net()
+HOST_IP, CONT_IP = NET.host, NET.container
+IN_NS = ["ip", "netns", "exec", NET.ns]
+# The host relays' ports (on HOST_IP, this program's own address) and the proxies' (PROXY_BASE
+# and up).
 PORT, PORT_B = 7811, 7812
 PROXY_BASE = 7830
 MIB = 1 << 20
-# The commit of the previous release (before services and the shared link).
-OLD_COMMIT = "2e99dc6"
+# Builds the previous release (before services and the shared link) once.
+BUILD_PREV = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib", "build-prev-release.sh")
 
 
 # ---- pieces ---------------------------------------------------------------------------------
@@ -60,9 +60,9 @@ def cont_relay(sc, d, sections, name="cont.conf", prefix=None, **kw):
 
 
 def established(port):
-    """The established TCP connections of this (the host's) namespace whose local port is
-    port: what the host sees of the container's relay."""
-    out = subprocess.run(["ss", "-tnH", "state", "established", "( sport = :%d )" % port],
+    """The established TCP connections of this (the host's) namespace whose local end is
+    HOST_IP:port: what the host sees of the container's relay."""
+    out = subprocess.run(["ss", "-tnH", "state", "established", "( sport = :%d and src %s )" % (port, HOST_IP)],
                          capture_output=True, text=True, check=True).stdout
     return [line for line in out.splitlines() if line.strip()]
 
@@ -77,8 +77,8 @@ class Proxy:
     target. reset() cuts every connection with RSTs both ways; stall(True) stops carrying bytes
     (the connections stay open and the bytes wait, as on a path that stalls); delay (seconds)
     holds each chunk that long each way; refuse(True) cuts new connections at once;
-    drop_after (seconds) cuts each connection that long after it came (a link that drops
-    again and again). accepted and cuts count."""
+    drop_after (seconds) cuts each connection that long after the target's first bytes (the
+    host's greeting: a link that went up, then drops, again and again). accepted and cuts count."""
 
     def __init__(self, port, target, delay=0.0, drop_after=None):
         self.target = target
@@ -153,6 +153,7 @@ class Proxy:
         def __init__(self, a, b, born):
             self.socks = [a, b]
             self.born = born
+            self.answered = None  # when the target's first bytes came
             self.out = [[], []]  # per socket: (due, bytes) chunks waiting to go to it
             self.eof = [False, False]  # read EOF from socket i
             self.shut = [False, False]  # shut down socket i's writing
@@ -224,6 +225,8 @@ class Proxy:
             self._cut(p)
             return
         other = 1 - i
+        if i == 1 and data and p.answered is None:
+            p.answered = time.monotonic()
         if not data:
             p.eof[i] = True
             p.out[other].append((time.monotonic() + self.delay, None))
@@ -266,8 +269,8 @@ class Proxy:
                     for i in (0, 1):
                         if p.out[i]:
                             timeout = min(timeout, max(0.0, p.out[i][0][0] - now))
-                    if self.drop_after is not None:
-                        timeout = min(timeout, max(0.0, p.born + self.drop_after - now))
+                    if self.drop_after is not None and p.answered is not None:
+                        timeout = min(timeout, max(0.0, p.answered + self.drop_after - now))
                 for key, ev in self.sel.select(timeout):
                     if key.fileobj is self.ls:
                         self._accept()
@@ -288,7 +291,8 @@ class Proxy:
                             self._writable(p, i)
                 now = time.monotonic()
                 for p in list(self.pairs):
-                    if self.drop_after is not None and now >= p.born + self.drop_after:
+                    if self.drop_after is not None and p.answered is not None and \
+                            now >= p.answered + self.drop_after:
                         self._cut(p)
                     elif any(p.out[i] and p.out[i][0][0] <= now for i in (0, 1)):
                         for i in (0, 1):
@@ -306,28 +310,6 @@ def proxy(sc, port, target, **kw):
     sc.callback(p.close)
     return p
 
-
-# The real upstreams of the three services test: an HTTP server on a unix socket (curl
-# --unix-socket asks it), besides the harness's echo server and socat.
-HTTP_CODE = r'''
-import http.server, socketserver, sys
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        body = ("web:" + self.path).encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-    def log_message(self, *a):
-        pass
-    def address_string(self):
-        return "unix"
-class S(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-    daemon_threads = True
-s = S(sys.argv[1], H)
-print("listening", flush=True)
-s.serve_forever()
-'''
 
 # The clients of the three services test, run inside the container's namespaces (network and
 # mount): python socket clients of the echo service, curl of the web service, socat of the
@@ -350,7 +332,7 @@ def echo(i):
 def web(i):
     p = subprocess.run(["curl", "-sS", "--max-time", "10", "--unix-socket", d + "/web.sock", "http://host/req%d" % i],
                        capture_output=True)
-    return p.stdout == b"web:/req%d" % i, p.stdout + p.stderr
+    return p.stdout == b"web: /req%d\n" % i, p.stdout + p.stderr
 def upper(i):
     p = subprocess.run(["socat", "-t", "5", "-", "UNIX-CONNECT:" + d + "/upper.sock"], input=b"socat %d" % i,
                        capture_output=True, timeout=20)
@@ -391,9 +373,10 @@ def test_three_services_on_one_port_share_one_tcp_connection(sc):
     sock = d + "/sock"
     os.makedirs(sock)
     sc.server("echo", sock + "/echo.sock")
-    web = sc.popen([sys.executable, "-c", HTTP_CODE, sock + "/web.sock"], stdout=subprocess.PIPE)
-    assert b"listening" in web.stdout.readline(), "the HTTP server did not start"
-    sc.popen(["socat", "UNIX-LISTEN:%s/upper.sock,fork" % sock, "EXEC:tr a-z A-Z"])
+    sc.server("http", sock + "/web.sock", "web")
+    # -t 10: after the client's half-close, socat's default is to give tr 0.5 s to answer before
+    # it closes (an empty answer, "tr: write error: Broken pipe", on a loaded machine)
+    sc.popen(["socat", "-t", "10", "UNIX-LISTEN:%s/upper.sock,fork" % sock, "EXEC:tr a-z A-Z"])
     wait_for(lambda: os.path.exists(sock + "/upper.sock"), what="socat's socket")
     listen = "tcp:%s:%d" % (HOST_IP, PORT)
     host = host_relay(sc, d, fwd("echo", listen, "unix:%s/echo.sock" % sock)
@@ -469,12 +452,10 @@ def swap_scene(sc, link):
     """Two host forwards with one token, a on PORT and b on PORT_B, each answering with its
     name; a squatter that took the port the container expects for a (PROXY_BASE) relays to b's
     port. Returns the directory, the container relay and the squatter."""
-    need("socat")
     d = sc.tmpdir()
     keygen(d)
     for name in ("a", "b"):
-        sc.popen(["socat", "UNIX-LISTEN:%s/%s.sock,fork" % (d, name), "SYSTEM:echo service-%s; cat" % name])
-        wait_for(lambda: os.path.exists("%s/%s.sock" % (d, name)), what="socat's socket")
+        sc.server("tagged", "%s/%s.sock" % (d, name), "service-" + name)
     host_relay(sc, d, fwd("a", "tcp:%s:%d" % (HOST_IP, PORT), "unix:%s/a.sock" % d)
                + fwd("b", "tcp:%s:%d" % (HOST_IP, PORT_B), "unix:%s/b.sock" % d))
     squatter = proxy(sc, PROXY_BASE, (HOST_IP, PORT_B))
@@ -517,42 +498,22 @@ def test_port_squatter_cannot_swap_services_per_connection(sc):
 
 
 def old_sockferry():
-    """The previous release's sockferry, built from OLD_COMMIT of the source tree's history into
-    the build directory once (later runs reuse it). Skip when the commit or a build tool is
-    missing, or its build fails for want of a dependency."""
-    src_root = os.environ.get("SF_SOURCE_ROOT")
-    build_root = os.environ.get("SF_BUILD_ROOT")
-    if not src_root or not build_root:
-        raise Skip("SF_SOURCE_ROOT and SF_BUILD_ROOT are not set (run it through meson test)")
-    cache = os.path.join(build_root, "tests", "e2e", "sockferry-" + OLD_COMMIT)
-    exe = os.path.join(cache, "build", "shim", "sockferry")
-    if os.access(exe, os.X_OK):
+    """The previous release's sockferry: SF_PREV_SOCKFERRY (CI builds it once), else the one
+    tests/lib/build-prev-release.sh builds into the build directory once (later runs reuse it).
+    Skip when it cannot be built here, saying why (a tool or the commit missing, a dependency
+    its build wants)."""
+    exe = os.environ.get("SF_PREV_SOCKFERRY")
+    if exe:
+        assert os.access(exe, os.X_OK), "SF_PREV_SOCKFERRY=%s is not an executable" % exe
         return exe
-    for tool in ("git", "meson", "ninja"):
-        if not shutil.which(tool):
-            raise Skip("%s is not installed: cannot build the previous release (%s)" % (tool, OLD_COMMIT))
-    p = subprocess.run(["git", "-C", src_root, "cat-file", "-e", OLD_COMMIT + "^{commit}"], capture_output=True)
-    if p.returncode != 0:
-        raise Skip("commit %s (the previous release) is not in %s's history (a shallow clone? "
-                   "git fetch --unshallow)" % (OLD_COMMIT, src_root))
-    work = cache + ".part"
-    subprocess.run(["rm", "-rf", work], check=True)
-    os.makedirs(work + "/src")
-    archive = subprocess.Popen(["git", "-C", src_root, "archive", OLD_COMMIT], stdout=subprocess.PIPE)
-    subprocess.run(["tar", "-x", "-C", work + "/src"], stdin=archive.stdout, check=True)
-    archive.stdout.close()
-    assert archive.wait() == 0, "git archive %s failed" % OLD_COMMIT
-    setup = subprocess.run(["meson", "setup", work + "/build", work + "/src", "-Dtests=disabled",
-                            "-Dpreload=disabled", "-Dbuildtype=debugoptimized"], capture_output=True, text=True)
-    if setup.returncode != 0:
-        missing = [line for line in setup.stdout.splitlines() if "not found" in line or "ERROR" in line]
-        raise Skip("the previous release (%s) does not configure here: %s"
-                   % (OLD_COMMIT, "; ".join(missing[-3:]) or setup.stderr.strip()[-300:]))
-    build = subprocess.run(["ninja", "-C", work + "/build", "shim/sockferry"], capture_output=True, text=True)
-    assert build.returncode == 0, "the previous release (%s) does not build:\n%s" % (OLD_COMMIT, build.stdout[-3000:])
-    subprocess.run(["rm", "-rf", cache], check=True)
-    os.rename(work, cache)
-    return exe
+    build_root = os.environ.get("SF_BUILD_ROOT")
+    if not build_root:
+        raise Skip("neither SF_PREV_SOCKFERRY nor SF_BUILD_ROOT is set (run it through meson test)")
+    p = subprocess.run(["sh", BUILD_PREV, os.path.join(build_root, "tests", "e2e")], capture_output=True, text=True)
+    if p.returncode == 77:
+        raise Skip(p.stderr.strip())
+    assert p.returncode == 0 and p.stdout.strip(), "tests/lib/build-prev-release.sh failed:\n" + p.stderr
+    return p.stdout.strip()
 
 
 def test_old_container_relay_to_new_host_relay(sc):
@@ -669,11 +630,13 @@ def test_a_client_that_waits_on_a_redial_hears_the_link_is_down(sc):
     served(e.path, timeout=15)
 
 
-def test_host_relay_stopped_30s_then_continued(sc):
-    """SIGSTOP (a host that sleeps) for 30 s: the container relay declares the link dead after
-    two missed pings (keepalive = 1s), ends its open streams with that cause, turns new clients
-    away after connect-timeout with the link's state; SIGCONT: the link comes back and the
-    host relay holds no more descriptors than before."""
+def test_host_relay_stopped_then_continued(sc):
+    """SIGSTOP (a host that sleeps): the container relay declares the link dead after two
+    missed pings (keepalive = 1s), ends its open streams with that cause, turns new clients
+    away after connect-timeout with the link's state, and dials again and again: the stopped
+    host's kernel takes each dial into its listener's queue, where the handshake waits until
+    the container gives up on it. Once three dials wait there (two the container gave up on),
+    SIGCONT: the link comes back and the host relay holds no more descriptors than before."""
     e = fault_scene(sc, through_proxy=False)
     served(e.path)
     host_fds = e.host.fds()
@@ -693,7 +656,9 @@ def test_host_relay_stopped_30s_then_continued(sc):
         assert time.monotonic() - start < 4, "a client waited longer than connect-timeout"
         wait_for(lambda: "upstream unavailable: link to %s " % e.remote in e.cont.text(),
                  what="the link's state in the words of a turned-away client")
-        time.sleep(max(0.0, 30 - (time.monotonic() - stopped)))
+        # two handshakes the container gave up on, and the dial under way
+        wait_for(lambda: (accept_queue((HOST_IP, PORT)) or 0) >= 3, timeout=60,
+                 what="three dials of the container in the stopped host's queue")
     finally:
         e.host.signal(signal.SIGCONT)
     served(e.path, timeout=15)
@@ -777,6 +742,8 @@ def test_slow_path_keeps_the_link(sc):
         s.round_trip()
     took = time.monotonic() - start
     assert took >= 20 * 0.1, "20 round trips in %.2f s: the proxy's delay did not act" % took
+    # idle for more than two keepalives (the link is dead after two missed pings): the idle
+    # time is what is tested
     time.sleep(2.5)
     s.round_trip()
     assert "down" not in e.cont.text(), e.cont.text()
@@ -809,10 +776,10 @@ def test_1000_link_drops_leave_descriptors_and_memory_flat(sc):
         while not stop.is_set():
             i += 1
             try:
-                echo_once(paths[i % n_links], b"x" * 100, timeout=5)
-                tries[0] += 1
+                served = echo_once(paths[i % n_links], b"x" * 100, timeout=5) == b"x" * 100
             except OSError:
-                tries[1] += 1
+                served = False
+            tries[0 if served else 1] += 1
 
     def drops(total):
         for p in proxies:
@@ -831,8 +798,8 @@ def test_1000_link_drops_leave_descriptors_and_memory_flat(sc):
         drops(warm)
         stop.set()
         t.join()
-        time.sleep(0.5)
-        fds0, rss0, host_fds0 = cont.fds(), cont.rss_kib(), host.fds()
+        fds0, host_fds0 = steady(cont.fds, "the container relay's descriptors"), steady(host.fds, "the host's")
+        rss0 = cont.rss_kib()
         stop.clear()
         t = threading.Thread(target=client, daemon=True)
         t.start()
@@ -840,8 +807,8 @@ def test_1000_link_drops_leave_descriptors_and_memory_flat(sc):
     finally:
         stop.set()
         t.join()
-    time.sleep(0.5)
-    fds1, rss1, host_fds1 = cont.fds(), cont.rss_kib(), host.fds()
+    fds1, host_fds1 = steady(cont.fds, "the container relay's descriptors"), steady(host.fds, "the host's")
+    rss1 = cont.rss_kib()
     cuts = sum(p.cuts for p in proxies)
     print("# %d cuts; container relay: %d -> %d descriptors, %d -> %d KiB RSS; host relay: %d -> %d "
           "descriptors; clients served %d, failed %d" % (cuts, fds0, fds1, rss0, rss1, host_fds0, host_fds1,
@@ -939,7 +906,9 @@ def test_bulk_stream_next_to_an_interactive_one(sc):
     stalled = connect(d + "/c-source.sock", timeout=60)
     sc.closing(stalled)
     stalled.sendall(want.to_bytes(8, "big") + b"12345678")
-    time.sleep(0.5)
+    # its window fills: the bytes wait in its socket, unread
+    wait_for(lambda: unread(stalled) > 0, what="the stalled reader's first bytes")
+    steady(lambda: unread(stalled), "the stalled reader's unread bytes", interval=0.1)
     for _ in range(rounds):
         inter.round_trip()
     assert echo_once(d + "/c-echo.sock", b"a new stream too") == b"a new stream too"
@@ -1017,4 +986,4 @@ def test_a_streams_opening_and_its_answer_each_take_one_write(sc):
 
 if __name__ == "__main__":
     sftap.main(sftap.tests_of(globals()), fixture=Scene,
-               setup=lambda: netns(NS, HOST_IF, CONT_IF, HOST_IP, CONT_IP))
+               setup=NET.namespace)

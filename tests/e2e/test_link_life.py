@@ -615,7 +615,7 @@ def test_a_refused_stream_moves_on_to_the_next_candidate(sc):
     default): each of 3 clients is served by the local socket, stats name it as the candidate
     that works, and `sockferry check` exits 0 naming it OK."""
     e = world(sc)
-    sc.server("tagged:local", e.d + "/local.sock")
+    sc.server("tagged", e.d + "/local.sock", tag="local")
     relay_of(sc, e, fwd("echo", e.listen, "unix:%s/nothing.sock" % e.d), "host.conf")
     local = "unix:%s/local.sock" % e.d
     cont = relay_of(sc, e, fwd("echo", "unix:%s/c.sock" % e.d, "%s|%s" % (e.remote, local), connect_timeout="2s"),
@@ -626,7 +626,7 @@ def test_a_refused_stream_moves_on_to_the_next_candidate(sc):
         with s:
             s.sendall(b"hello\n")
             got = s.recv(100)
-        assert got == b"local\n", "client %d of 3 got %r; container log:\n%s" % (i + 1, got, cont.text()[-2000:])
+        assert got == b"local:hello\n", "client %d of 3 got %r; container log:\n%s" % (i + 1, got, cont.text()[-2000:])
     st = forward_stats(stats(e, "cont.conf"), "echo")
     assert st["candidate"] == local, "stats name %r as the candidate that works, not %s" % (st["candidate"], local)
     rc, out, err = run_sockferry(["check", "-c", e.d + "/cont.conf"])
@@ -719,6 +719,50 @@ def test_a_host_that_stalls_the_handshake_then_is_replaced_serves_the_waiting_cl
     assert got == b"waited", "the client that waited for the link got %r after %.2f s; container log:\n%s" % (
         got, took, cont.text()[-2000:])
     assert took < 5 + SLOW, "the waiting client took %.2f s (connect-timeout = 5s)" % took
+
+
+UDP_SINK = """
+import socket, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("127.0.0.1", 53))
+print("sink", flush=True)
+time.sleep(3600)
+"""
+
+
+def test_a_resolve_slower_than_connect_timeout_is_never_started_twice(sc):
+    """The host's name resolves only after 2 s (a DNS server that never answers; glibc gives up
+    after its timeout) and connect-timeout is 300 ms: each attempt times out while its resolve
+    still runs on libuv's thread pool, and the next attempt (the backoff's, or a client's) must
+    not start that request again before its callback (a request queued twice: a jump to
+    address 0 in a pool thread, seen under valgrind). Clients are closed with the cause, the
+    relay lives and ends clean (no leak, under valgrind and ASan too)."""
+    e = world(sc)
+    d = sc.tmpdir(mode=0o755)
+    resolv = os.path.join(d, "resolv.conf")
+    with open(resolv, "w") as f:
+        f.write("nameserver 127.0.0.1\noptions timeout:2 attempts:1\n")
+    os.chmod(resolv, 0o644)
+    # A network namespace of its own: a DNS "server" on 127.0.0.1:53 that reads nothing, and a
+    # non-loopback address so that AI_ADDRCONFIG asks for IPv4 at all.
+    prefix = ["unshare", "-m", "-n", "sh", "-c",
+              'ip link set lo up && ip link add sf-d0 type veth peer name sf-d1 && ip addr add 198.18.0.1/32 dev sf-d0 && '
+              'ip link set sf-d1 up && ip link set sf-d0 up && mount --bind "$0" /etc/resolv.conf && '
+              '{ python3 -c "$1" & } && sleep 0.5 && shift && exec "$@"', resolv, UDP_SINK]
+    cont = relay_of(sc, e, fwd("echo", "unix:%s/c.sock" % e.d, "tcp:sf-slow-resolve.test:%d" % e.port,
+                               connect_timeout="300ms"), "cont.conf", prefix=prefix)
+    wait_for(lambda: "link to tcp:sf-slow-resolve.test:%d down" % e.port in cont.text(), timeout=10 * SLOW,
+             what="the link down in the log")
+    t_end = time.monotonic() + 5
+    n = 0
+    while time.monotonic() < t_end:
+        assert closed_without_answer(e.d + "/c.sock", timeout=10 * SLOW), "a client got an answer from nowhere"
+        n += 1
+        time.sleep(0.2)
+    print("# %d clients closed during 5 s of 2 s resolves and 300 ms attempts" % n, flush=True)
+    st = forward_stats(stats(e, "cont.conf"), "echo")
+    assert st["active"] == 0, "clients still open: %s" % st
+    cont.stop()
 
 
 # ---- 7. reload reaches links ----------------------------------------------------------------
@@ -902,8 +946,8 @@ def test_a_second_sigterm_ends_the_host_relay_at_once(sc):
 def check_cell_test(mode, services, service_set):
     def test(sc):
         e = world(sc)
-        sc.server("tagged:docker", e.d + "/docker.sock")
-        sc.server("tagged:other", e.d + "/other.sock")
+        sc.server("tagged", e.d + "/docker.sock", tag="docker")
+        sc.server("tagged", e.d + "/other.sock", tag="other")
         names = ["docker", "other"][:services]
         relay_of(sc, e, "".join(fwd(n, e.listen, "unix:%s/%s.sock" % (e.d, n)) for n in names), "host.conf")
         keys = {"link": mode}
@@ -920,7 +964,7 @@ def check_cell_test(mode, services, service_set):
                 got = s.recv(100)
             except (ConnectionResetError, BrokenPipeError):
                 got = b""
-        served = got == b"docker\n"
+        served = got == b"docker:hello\n"
         rc, out, err = run_sockferry(["check", "-c", e.d + "/cont.conf"])
         print("# client %s; check exit %d: %s" % ("served" if served else "got %r" % got, rc, out.strip()),
               flush=True)

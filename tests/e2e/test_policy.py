@@ -25,12 +25,13 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import sftap  # noqa: E402
-from sfharness import Scene, Skip, free_port, run_sockferry  # noqa: E402
+from sfharness import Net, Scene, Skip, free_port, need_root, run_sockferry  # noqa: E402
 
 NOBODY = 65534
 # The attacker's interpreter must be one uid 65534 can run (not one under /root).
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 BANNER = b"SSH-2.0-"
+ATTACKER = "the attacker runs as uid %d against a root relay" % NOBODY
 
 
 def as_nobody():
@@ -44,14 +45,22 @@ def nobody_python(sc, code, *args):
                     stderr=subprocess.PIPE, preexec_fn=as_nobody, text=True)
 
 
-def need_root():
-    if os.geteuid() != 0:
-        raise Skip("needs root: the attacker runs as uid %d against a root relay" % NOBODY)
-
-
 def base_dir(sc):
     """A directory root owns that nobody may enter but not change."""
     return sc.tmpdir(mode=0o755)
+
+
+def sticky_dir(path):
+    """A directory root owns that everyone may write, sticky (as /tmp)."""
+    os.mkdir(path)
+    os.chmod(path, 0o1777)
+    return path
+
+
+def nobody_symlink(sc, target, link):
+    """nobody makes the symbolic link link to target."""
+    p = nobody_python(sc, "import os, sys; os.symlink(sys.argv[1], sys.argv[2])", target, link)
+    assert p.wait() == 0, p.communicate()[1]
 
 
 def nobody_dir(path, mode=0o755):
@@ -101,7 +110,7 @@ print(c.recv(100).decode(), flush=True)
 
 
 def test_a_nobody_cannot_take_over_a_socket_in_its_writable_directory(sc):
-    need_root()
+    need_root(ATTACKER)
     base = base_dir(sc)
     up = upstream(sc, os.path.join(base, "up.sock"))
     shared = nobody_dir(os.path.join(base, "shared"), 0o777)
@@ -125,7 +134,7 @@ def test_a_nobody_cannot_take_over_a_socket_in_its_writable_directory(sc):
 
 
 def test_a_a_world_writable_root_directory_is_refused_too(sc):
-    need_root()
+    need_root(ATTACKER)
     base = base_dir(sc)
     shared = os.path.join(base, "shared")
     os.mkdir(shared)
@@ -171,7 +180,7 @@ def live(path):
 
 
 def test_b_nobody_cannot_make_the_relay_delete_a_live_socket(sc):
-    need_root()
+    need_root(ATTACKER)
     base = base_dir(sc)
     root_dir = os.path.join(base, "root")
     os.mkdir(root_dir, 0o755)
@@ -206,31 +215,25 @@ def test_b_nobody_cannot_make_the_relay_delete_a_live_socket(sc):
 
 
 def test_c_nobodys_link_does_not_decide_where_root_creates_its_socket(sc):
-    need_root()
+    need_root(ATTACKER)
     base = base_dir(sc)
     target = os.path.join(base, "target")
     os.mkdir(target, 0o755)
     mine = nobody_dir(os.path.join(base, "nobody"))
-    sticky = os.path.join(base, "sticky")
-    os.mkdir(sticky)
-    os.chmod(sticky, 0o1777)
+    sticky = sticky_dir(os.path.join(base, "sticky"))
     # A link in nobody's own directory, and nobody's link in a sticky directory root owns.
     for parent, needle in ((mine, "the directory %s is owned by nobody (uid 65534)" % mine),
                            (sticky, "the symbolic link %s/l is owned by nobody (uid 65534)" % sticky)):
-        p = nobody_python(sc, "import os, sys; os.symlink(sys.argv[1], sys.argv[2])", target,
-                          os.path.join(parent, "l"))
-        assert p.wait() == 0, p.communicate()[1]
+        nobody_symlink(sc, target, os.path.join(parent, "l"))
         assert_refused(start(sc, ["relay", "-F", "c:unix:%s/l/s.sock=tcp:127.0.0.1:9" % parent]), needle,
                        attack=lambda r: "root created %s" % os.listdir(target))
         assert os.listdir(target) == [], "root created %s in the link's target" % os.listdir(target)
 
 
 def test_safe_places_still_work_sticky_tmp_and_roots_links(sc):
-    need_root()
+    need_root(ATTACKER)
     base = base_dir(sc)
-    sticky = os.path.join(base, "sticky")
-    os.mkdir(sticky)
-    os.chmod(sticky, 0o1777)
+    sticky = sticky_dir(os.path.join(base, "sticky"))
     real = os.path.join(base, "real")
     os.mkdir(real, 0o755)
     os.symlink(real, os.path.join(base, "link"))
@@ -253,7 +256,7 @@ def test_safe_places_still_work_sticky_tmp_and_roots_links(sc):
 
 
 def test_close_leaves_a_socket_that_replaced_ours(sc):
-    need_root()
+    need_root(ATTACKER)
     base = base_dir(sc)
     up = upstream(sc, os.path.join(base, "up.sock"))
     path = os.path.join(base, "s.sock")
@@ -268,7 +271,7 @@ def test_close_leaves_a_socket_that_replaced_ours(sc):
 
 
 def test_alias_in_a_directory_nobody_controls_is_refused(sc):
-    need_root()
+    need_root(ATTACKER)
     base = base_dir(sc)
     up = upstream(sc, os.path.join(base, "up.sock"))
     mine = nobody_dir(os.path.join(base, "nobody"))
@@ -318,12 +321,10 @@ def test_c_an_alias_held_by_nobodys_socket_is_never_used(sc):
     """In a sticky directory (/tmp) nobody listens at the alias path, or puts a link there: run
     left it "live, the bind mount worked" and the payload's request reached nobody. As root the
     link to the listen socket replaces it; a run that cannot replace it exits 1 naming the owner."""
-    need_root()
+    need_root(ATTACKER)
     base = base_dir(sc)
     up = upstream(sc, os.path.join(base, "up.sock"))
-    sticky = os.path.join(base, "tmp")
-    os.mkdir(sticky)
-    os.chmod(sticky, 0o1777)
+    sticky = sticky_dir(os.path.join(base, "tmp"))
     for how in ("socket", "link"):
         alias = os.path.join(sticky, "app-%s.sock" % how)
         p = nobody_python(sc, SQUAT, alias, *(["link"] if how == "link" else []))
@@ -373,7 +374,7 @@ print(f.read().strip(), flush=True)
 
 
 def test_keygen_force_never_hands_the_new_token_to_the_old_files_owner(sc):
-    need_root()
+    need_root(ATTACKER)
     base = base_dir(sc)
     token = os.path.join(base, "token")
     with open(token, "w") as f:
@@ -460,21 +461,18 @@ def test_i_the_token_path_is_walked_like_a_listen_path(sc):
     another trust domain's token: nobody's directory, and nobody's link in a sticky directory,
     both leading to root's token, are refused (78). Docker's secret (a bind-mounted file) and
     Kubernetes' (links through ..data, all root's) keep working."""
-    need_root()
+    need_root(ATTACKER)
     base = base_dir(sc)
     theirs = os.path.join(base, "other-service")
     os.mkdir(theirs, 0o700)
     other_token = os.path.join(theirs, "token")
     assert run_sockferry(["keygen", "-o", other_token])[0] == 0
     mine = nobody_dir(os.path.join(base, "nobody"))
-    sticky = os.path.join(base, "tmp")
-    os.mkdir(sticky)
-    os.chmod(sticky, 0o1777)
+    sticky = sticky_dir(os.path.join(base, "tmp"))
     for parent, needle in ((mine, "the directory %s is owned by nobody (uid 65534)" % mine),
                            (sticky, "the symbolic link %s/token is owned by nobody (uid 65534)" % sticky)):
         link = os.path.join(parent, "token")
-        p = nobody_python(sc, "import os, sys; os.symlink(sys.argv[1], sys.argv[2])", other_token, link)
-        assert p.wait() == 0, p.communicate()[1]
+        nobody_symlink(sc, other_token, link)
         spec = "t:tcp:127.0.0.1:%d=unix:%s/up.sock,auth=token,token-file=%s" % (free_port(), base, link)
         rc, log = start(sc, ["relay", "-F", spec])
         if rc is None:
@@ -642,7 +640,7 @@ def listening_on_any(port):
 
 
 def test_a_loopback_looking_name_that_resolves_to_every_address_needs_auth(sc):
-    need_root()
+    need_root(ATTACKER)
     # Both names pass the text check (conf/conf.c): "localhost" and a name that starts "127.".
     d, prefix = in_hosts(sc, "0.0.0.0 localhost\n0.0.0.0 127.sf-policy.test\n")
     up = upstream(sc, os.path.join(d, "up.sock"))
@@ -664,7 +662,7 @@ def test_a_loopback_looking_name_that_resolves_to_every_address_needs_auth(sc):
 
 
 def test_a_name_that_resolves_to_loopback_listens_without_auth(sc):
-    need_root()
+    need_root(ATTACKER)
     d, prefix = in_hosts(sc, "127.0.0.1 localhost\n127.0.0.1 db.sf-policy.test\n")
     up = upstream(sc, os.path.join(d, "up.sock"))
     port = free_port()
@@ -677,7 +675,7 @@ def test_a_volume_mounted_for_the_socket_is_closed_to_others(sc):
     """A Kubernetes emptyDir or a bind-mounted directory is a 0777 root-owned mount: the relay
     takes write access from others (0755) before binding, and nobody can then move its socket;
     the same directory without a mount stays refused (the test above)."""
-    need_root()
+    need_root(ATTACKER)
     base = base_dir(sc)
     volume, mnt = os.path.join(base, "volume"), os.path.join(base, "run")
     os.mkdir(volume)
@@ -730,7 +728,7 @@ print(n, flush=True)
 def test_h_a_flood_of_refused_peers_cannot_keep_root_from_its_stats(sc):
     """Refused control peers counted against the client limit until their handles closed: uid
     65534 flooding unix:@NAME made 28 of 30 root `stats` calls fail. Every one must work."""
-    need_root()
+    need_root(ATTACKER)
     base = base_dir(sc)
     name = "sf-policy-flood-%d" % os.getpid()
     conf = os.path.join(base, "conf")
@@ -757,11 +755,13 @@ def test_h_a_flood_of_refused_peers_cannot_keep_root_from_its_stats(sc):
 
 # ---- passed listeners (systemd:, fd:) ---------------------------------------------------------
 
-# A network of its own with 198.18.7.1 (198.18.0.0/15 is for tests) on one end of a veth pair
-# whose both ends stay in it (not every kernel has the dummy driver); the namespace and its
-# links go away with its last process.
-OWN_NET = ("ip link set lo up && ip link add sf-d0 type veth peer name sf-d1 && "
-           "ip addr add 198.18.7.1/32 dev sf-d0 && ip link set sf-d0 up && ip link set sf-d1 up && ")
+# A network namespace of its own with NETWORK_ADDR (this program's, sfharness.Net) on one end of
+# a veth pair whose both ends stay in it (not every kernel has the dummy driver); the namespace
+# and its links go away with its last process.
+NET = Net()
+NETWORK_ADDR = NET.host
+OWN_NET = ("ip link set lo up && ip link add {h} type veth peer name {c} && ip addr add {a}/32 dev {h} && "
+           "ip link set {h} up && ip link set {c} up && ").format(h=NET.host_if, c=NET.cont_if, a=NETWORK_ADDR)
 ACTIVATED_CLIENT = r'''
 import socket, sys
 c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5)
@@ -801,15 +801,15 @@ def activated(sc, addr, port, fdname, args):
 
 def test_d_a_passed_socket_on_a_network_address_needs_auth(sc):
     """systemd: and fd: listeners were served without auth whatever address the socket unit
-    bound: a passed TCP socket on 198.18.7.1 must be refused as tcp:198.18.7.1 is (exit 78),
+    bound: a passed TCP socket on a network address must be refused as tcp:ADDRESS is (exit 78),
     by relay -t too; on loopback, or with allow-insecure, it is served."""
-    need_root()
+    need_root(ATTACKER)
     base = base_dir(sc)
     up = upstream(sc, os.path.join(base, "up.sock"))
     port = free_port()
     for spec in ("a:systemd:web=unix:%s" % up.where, "a:fd:3=unix:%s" % up.where):
         for test in ([], ["-t"]):
-            r, got = activated(sc, "198.18.7.1", port, "web", ["relay"] + test + ["-F", spec])
+            r, got = activated(sc, NETWORK_ADDR, port, "web", ["relay"] + test + ["-F", spec])
             try:
                 rc = r.wait()
             except subprocess.TimeoutExpired:
@@ -817,11 +817,11 @@ def test_d_a_passed_socket_on_a_network_address_needs_auth(sc):
             log = r.kill()
             assert rc == 78, "%s %s: exit %s, the first client got %s:\n%s" % (spec, test, rc, got, log)
             assert got is None or "SSH-2.0" not in got, "served without auth: %s" % got
-            assert ("listen %s: the passed socket is bound to 198.18.7.1:%d, which is not a loopback address"
-                    % (spec.split(":", 1)[1].split("=")[0], port)) in log and "set auth = token" in log, log
+            assert ("listen %s: the passed socket is bound to %s:%d, which is not a loopback address"
+                    % (spec.split(":", 1)[1].split("=")[0], NETWORK_ADDR, port)) in log and "set auth = token" in log, log
             assert "configuration OK" not in log, log
     # Loopback, and a network address with allow-insecure: served.
-    for addr, extra in (("127.0.0.1", ""), ("198.18.7.1", ",allow-insecure=yes")):
+    for addr, extra in (("127.0.0.1", ""), (NETWORK_ADDR, ",allow-insecure=yes")):
         r, got = activated(sc, addr, port, "web", ["relay", "-F", "a:systemd:web=unix:%s%s" % (up.where, extra)])
         assert got and "SSH-2.0" in got, "%s%s: the first client got %s:\n%s" % (addr, extra, got, r.text())
         r.stop()
@@ -831,24 +831,4 @@ def test_d_a_passed_socket_on_a_network_address_needs_auth(sc):
 
 
 if __name__ == "__main__":
-    sftap.main([
-        test_a_nobody_cannot_take_over_a_socket_in_its_writable_directory,
-        test_a_a_world_writable_root_directory_is_refused_too,
-        test_a_volume_mounted_for_the_socket_is_closed_to_others,
-        test_b_nobody_cannot_make_the_relay_delete_a_live_socket,
-        test_c_nobodys_link_does_not_decide_where_root_creates_its_socket,
-        test_safe_places_still_work_sticky_tmp_and_roots_links,
-        test_close_leaves_a_socket_that_replaced_ours,
-        test_alias_in_a_directory_nobody_controls_is_refused,
-        test_c_an_alias_held_by_nobodys_socket_is_never_used,
-        test_keygen_force_never_hands_the_new_token_to_the_old_files_owner,
-        test_a_token_is_judged_by_who_can_change_it,
-        test_a_token_the_user_cannot_read_says_whose_it_is_and_the_fix,
-        test_i_the_token_path_is_walked_like_a_listen_path,
-        test_e_a_root_relay_makes_a_socket_for_uid_1000_in_its_own_directory,
-        test_c_the_sockets_users_link_does_not_make_root_create_elsewhere,
-        test_a_loopback_looking_name_that_resolves_to_every_address_needs_auth,
-        test_a_name_that_resolves_to_loopback_listens_without_auth,
-        test_d_a_passed_socket_on_a_network_address_needs_auth,
-        test_h_a_flood_of_refused_peers_cannot_keep_root_from_its_stats,
-    ], fixture=Scene)
+    sftap.main(sftap.tests_of(globals()), fixture=Scene)

@@ -8,49 +8,34 @@ moved; and 200 reloads in a row with no descriptor left behind. Each test gets a
 import os
 import re
 import signal
-import socket
 import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import sftap  # noqa: E402
-from sfharness import (SANITIZED, VALGRIND, Scene, Skip, connect, free_port, keygen, recv_all, run_sockferry,  # noqa: E402
-                       wait_for, write_conf)
+from sfharness import (SANITIZED, VALGRIND, Scene, Skip, connect, echo_once, free_port, keygen,  # noqa: E402
+                       recv_all, round_trip, run_sockferry, steady, wait_for, write_conf)
 
 
 def forward(name, listen, connect_to, extra=""):
     return "[%s]\nlisten = %s\nconnect = %s\n%s\n" % (name, listen, connect_to, extra)
 
 
-def echo_once(s, data):
-    """Sends data on s and reads it back (an echo server behind it)."""
-    s.sendall(data)
-    got = b""
-    while len(got) < len(data):
-        b = s.recv(len(data) - len(got))
-        assert b, "closed after %r of %r" % (got, data)
-        got += b
-    assert got == data, (got, data)
+def echoed(s, data):
+    """data sent on s comes back (an echo server behind it)."""
+    got = round_trip(s, data)
+    assert got == data, "closed after %r of %r" % (got, data)
 
 
 def echoes(path, data=b"ping"):
-    s = connect(path)
-    try:
-        echo_once(s, data)
-    finally:
-        s.close()
+    got = echo_once(path, data)
+    assert got == data, "closed after %r of %r" % (got, data)
     return True
 
 
 def after_eof_answer(path, data=b"abc"):
     """What an after-eof server says behind path: the byte count and digest, once data ended."""
-    s = connect(path)
-    try:
-        s.sendall(data)
-        s.shutdown(socket.SHUT_WR)
-        return recv_all(s)
-    finally:
-        s.close()
+    return echo_once(path, data, half_close=True)
 
 
 def reloaded(r, before, summary, timeout=10):
@@ -80,7 +65,7 @@ def test_added_removed_changed_unchanged(sc):
     cli_ino = os.stat(d + "/cli.sock").st_ino
     keep, gone, edit = sc.closing([connect(d + "/%s.sock" % n) for n in ("keep", "gone", "edit")])
     for s in (keep, gone, edit):
-        echo_once(s, b"before")
+        echoed(s, b"before")
 
     write_conf(d, head + forward("keep", "unix:%s/keep.sock" % d, "unix:%s/echo.sock" % d) +
                forward("edit", "unix:%s/edit.sock" % d, "unix:%s/count.sock" % d) +
@@ -92,16 +77,16 @@ def test_added_removed_changed_unchanged(sc):
     # unchanged: the same listening socket, its open connection goes on, new ones served
     assert os.stat(d + "/keep.sock").st_ino == keep_ino, "keep's socket was bound again"
     assert os.stat(d + "/cli.sock").st_ino == cli_ino, "the -F forward's socket was bound again"
-    echo_once(keep, b"after the reload")
+    echoed(keep, b"after the reload")
     assert echoes(d + "/keep.sock") and echoes(d + "/cli.sock")
     # added: serves
     assert echoes(d + "/new.sock")
     # changed: new connections use the new connect, the open one keeps the old
     assert after_eof_answer(d + "/edit.sock").startswith(b"3 "), "edit's new connection did not use count.sock"
-    echo_once(edit, b"still the echo")
+    echoed(edit, b"still the echo")
     # removed: its socket is gone at once, its open connection drains and is closed at drain-timeout
     assert not os.path.exists(d + "/gone.sock"), "the removed forward's socket is still there"
-    echo_once(gone, b"draining")
+    echoed(gone, b"draining")
     start = time.monotonic()
     gone.settimeout(10)
     assert recv_all(gone) == b"", "the removed forward's connection got data"
@@ -109,8 +94,8 @@ def test_added_removed_changed_unchanged(sc):
     assert 0.5 < waited < 6, "closed after %.1fs, drain-timeout is 2s" % waited
     assert "drain timeout: closing 1 connection of this removed forward" in r.text(), r.text()
     # the changed forward's old connection is not cut by the removed one's drain
-    echo_once(edit, b"after the drain")
-    echo_once(keep, b"after the drain")
+    echoed(edit, b"after the drain")
+    echoed(keep, b"after the drain")
     for s in (keep, edit):
         s.close()
     r.stop()
@@ -127,8 +112,8 @@ def test_listen_endpoint_changed_rebinds(sc):
     r = sc.relay(["relay", "-c", conf])
     old_t = sc.closing(connect(("127.0.0.1", port_a)))
     old_u = sc.closing(connect(d + "/u1.sock"))
-    echo_once(old_t, b"t")
-    echo_once(old_u, b"u")
+    echoed(old_t, b"t")
+    echoed(old_u, b"u")
     write_conf(d, forward("t", "tcp:127.0.0.1:%d" % port_b, "unix:%s/echo.sock" % d) +
                forward("u", "unix:%s/u2.sock" % d, "unix:%s/echo.sock" % d))
     n = summaries(r)
@@ -136,7 +121,7 @@ def test_listen_endpoint_changed_rebinds(sc):
     reloaded(r, n, "reload: 0 added, 0 removed, 2 changed, 0 unchanged")
     assert not os.path.exists(d + "/u1.sock") and echoes(d + "/u2.sock")
     s = connect(("127.0.0.1", port_b))
-    echo_once(s, b"new port")
+    echoed(s, b"new port")
     s.close()
     try:
         connect(("127.0.0.1", port_a), timeout=2).close()
@@ -144,8 +129,8 @@ def test_listen_endpoint_changed_rebinds(sc):
     except ConnectionRefusedError:
         pass
     # the connections of before keep going on their forward's old settings
-    echo_once(old_t, b"still here")
-    echo_once(old_u, b"still here")
+    echoed(old_t, b"still here")
+    echoed(old_u, b"still here")
 
 
 def test_bad_file_changes_nothing(sc):
@@ -156,7 +141,7 @@ def test_bad_file_changes_nothing(sc):
     conf = write_conf(d, good)
     r = sc.relay(["relay", "-c", conf])
     held = sc.closing(connect(d + "/a.sock"))
-    echo_once(held, b"x")
+    echoed(held, b"x")
     ino = os.stat(d + "/a.sock").st_ino
     # line 12: a key the loader does not know, and a forward b that would have been added
     write_conf(d, good + "\n" + forward("b", "unix:%s/b.sock" % d, "unix:%s/echo.sock" % d, "colour = red"))
@@ -166,7 +151,7 @@ def test_bad_file_changes_nothing(sc):
     assert re.search(r"error: %s:12: \[b\] colour: unknown key" % re.escape(conf), log), log
     assert not os.path.exists(d + "/b.sock"), "a forward of the bad file was bound"
     assert os.stat(d + "/a.sock").st_ino == ino
-    echo_once(held, b"still")
+    echoed(held, b"still")
     assert echoes(d + "/a.sock")
     # the same through the control socket: the error, file:line, and exit status 1
     rc, out, err = run_sockferry(["reload", "--control", d + "/control.sock"])
@@ -183,7 +168,7 @@ def test_bad_file_changes_nothing(sc):
     rc, out, err = run_sockferry(["reload", "-c", conf])
     assert rc == 0 and out == "reload: 1 added, 0 removed, 0 changed, 1 unchanged\n", (rc, out, err)
     assert echoes(d + "/b.sock")
-    echo_once(held, b"and still")
+    echoed(held, b"and still")
 
 
 def test_token_rotation(sc):
@@ -200,7 +185,7 @@ def test_token_rotation(sc):
     new = sc.relay(["relay", "-F", spec % ("new", fresh)])
     assert echoes(d + "/old.sock")
     held = sc.closing(connect(d + "/old.sock"))
-    echo_once(held, b"before")
+    echoed(held, b"before")
     # rotation: the host's token file gets the fresh token's content
     with open(fresh) as f:
         content = f.read()
@@ -210,7 +195,7 @@ def test_token_rotation(sc):
     host.signal(signal.SIGHUP)
     reloaded(host, n, "reload: 0 added, 0 removed, 1 changed, 0 unchanged")
     # the stream opened with the old token goes on; new connections need the new token
-    echo_once(held, b"after")
+    echoed(held, b"after")
 
     def served(path):
         try:
@@ -222,7 +207,7 @@ def test_token_rotation(sc):
     wait_for(lambda: served(d + "/new.sock"), timeout=20, what="the new token to be served")
     # the old token's link takes no new stream (GOAWAY)...
     assert not served(d + "/old.sock"), "a new connection with the old token was served"
-    echo_once(held, b"and still")
+    echoed(held, b"and still")
     # ...and once its last stream ended the host closes it: dialled again, the old token is refused
     held.close()
     wait_for(lambda: "auth rejected" in old.text(), timeout=20, what="the old token to be rejected")
@@ -248,7 +233,7 @@ def test_services_follow_their_listener(sc):
                                          svc + "\nservice = %s" % n) for n in ("agent", "docker")), "cont")
     sc.relay(["relay", "-c", cont])
     held = sc.closing(connect(d + "/c-agent.sock"))
-    echo_once(held, b"agent")
+    echoed(held, b"agent")
     assert after_eof_answer(d + "/c-docker.sock").startswith(b"3 ")
     links_before = host.text().count("shared link from")
     write_conf(d, docker)
@@ -258,7 +243,7 @@ def test_services_follow_their_listener(sc):
     # the listener and the link moved to docker: served on the same link, no new one
     assert after_eof_answer(d + "/c-docker.sock").startswith(b"3 ")
     assert host.text().count("shared link from") == links_before, host.text()
-    echo_once(held, b"draining")
+    echoed(held, b"draining")
     s = connect(d + "/c-agent.sock")
     s.settimeout(15)
     try:
@@ -317,7 +302,7 @@ def test_reload_200_times_leaves_nothing(sc):
     conf = write_conf(d, base)
     r = sc.relay(["relay", "-c", conf])
     held = sc.closing(connect(d + "/keep.sock"))
-    echo_once(held, b"x")
+    echoed(held, b"x")
 
     def reload_to(text):
         write_conf(d, text)
@@ -329,14 +314,14 @@ def test_reload_200_times_leaves_nothing(sc):
     reload_to(other)
     assert echoes(d + "/extra.sock")
     reload_to(base)
-    time.sleep(0.5)
-    fds, rss = r.fds(), r.rss_kib()
+    fds = steady(r.fds, "the relay's descriptors")
+    rss = r.rss_kib()
     for i in range(100):
         assert reload_to(other) == "reload: 1 added, 0 removed, 1 changed, 1 unchanged\n"
         if i % 10 == 0:
             assert echoes(d + "/extra.sock")
         assert reload_to(base) == "reload: 0 added, 1 removed, 1 changed, 1 unchanged\n"
-    echo_once(held, b"after 200 reloads")
+    echoed(held, b"after 200 reloads")
     wait_for(lambda: r.fds() == fds, timeout=10,
              what="the relay's fds (%d) back to %d after 200 reloads" % (r.fds(), fds))
     # (memcheck keeps freed blocks aside: its RSS says nothing; its leak check at the end does)

@@ -16,9 +16,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import sftap  # noqa: E402
-from sfharness import (Scene, Skip, connect, free_port, keygen, recv_all, run_measured, run_sockferry,  # noqa: E402
-                       wait_for, write_conf)
-from sfops import Link  # noqa: E402
+from sfharness import (Link, Scene, Skip, connect, echo_once, free_port, keygen, recv_all, run_measured,  # noqa: E402
+                       run_sockferry, steady, wait_for, write_conf)
 
 
 def control_conf(d, name):
@@ -84,15 +83,7 @@ def test_stats_counters_agree_with_reality(sc):
         in text, text
     assert re.search(r"process: pid %d, \d+ open fds, RSS [\d.]+ MiB, up \d+h\d\dm\d\ds" % r.pid, text), text
 
-    prom = stats(["-c", conf], "prometheus")
-    samples = {}
-    for line in prom.splitlines():
-        if line.startswith("#"):
-            assert re.fullmatch(r"# (HELP|TYPE) (sockferry|process)_\w+ .+", line), line
-            continue
-        m = re.fullmatch(r'((sockferry|process)_\w+)(\{(\w+="[^"]*")(,\w+="[^"]*")*\})? (-?[\d.]+)', line)
-        assert m, "not a Prometheus sample: %r" % line
-        samples[line.rsplit(" ", 1)[0]] = float(line.rsplit(" ", 1)[1])
+    samples = prom_samples(stats(["-c", conf], "prometheus"))
     assert samples['sockferry_connections_active{forward="echo"}'] == 0
     assert samples['sockferry_connections_total{forward="echo"}'] == n
     assert samples['sockferry_bytes_total{forward="echo",direction="up"}'] == n * size
@@ -347,14 +338,9 @@ def prom_samples(text):
     return samples
 
 
-def echo_once(path, data):
-    s = connect(path)
-    try:
-        s.sendall(data)
-        s.shutdown(socket.SHUT_WR)
-        got = recv_all(s)
-    finally:
-        s.close()
+def echoes(path, data):
+    """One client of the echo service: data, half-closed, comes back and nothing more."""
+    got = echo_once(path, data, half_close=True)
     assert got == data, (got, data)
 
 
@@ -376,7 +362,7 @@ def test_stats_per_shared_link_both_ends(sc):
     wait_for(lambda: [x["state"] for x in links(cont_conf)] == ["up"], what="the container's link up")
     n = 5
     for i in range(n):
-        echo_once(d + "/c.sock", bytes([i]) * 1000)
+        echoes(d + "/c.sock", bytes([i]) * 1000)
     cl = links(cont_conf)
     assert len(cl) == 1, cl
     c = cl[0]
@@ -436,7 +422,8 @@ def test_stats_per_shared_link_both_ends(sc):
                      re.escape(token)), text, re.M), text
     prom = prom_samples(stats(["-c", cont_conf], "prometheus"))
     assert prom['sockferry_link_up{%s}' % lab] == 0
-    time.sleep(2.5)  # 100 ms doubling: some five dials
+    # away for a while, the point of the test: some five dials (100 ms doubling) while it is down
+    time.sleep(2.5)
     # down since it went, not since the last dial
     assert links(cont_conf)[0]["since_unix"] == c["since_unix"], (links(cont_conf), c)
     host = sc.relay(["relay", "-c", host_conf])
@@ -444,25 +431,13 @@ def test_stats_per_shared_link_both_ends(sc):
     c = links(cont_conf)[0]
     assert (c["reconnects"], c["cause"], c["streams_open"]) == (1, None, 0), c
     assert c["streams_total"] == n + 1, c
-    echo_once(d + "/c.sock", b"again")
+    echoes(d + "/c.sock", b"again")
     log = cont.text()
     down = re.findall(r"link to %s down \((.*)\); retrying" % re.escape(ep), log)
     up = re.findall(r"link to %s up again after ([\d.]+) s \((\d+) attempts\)" % re.escape(ep), log)
     assert len(down) == 1 and len(up) == 1, log
     assert float(up[0][0]) >= 2 and int(up[0][1]) >= 3, (up, log)
     assert "still down" not in log, log
-
-
-def settled_fds(r):
-    """r's descriptors once they stopped changing (the last control connection closed)."""
-    last = -1
-    for _ in range(100):
-        n = r.fds()
-        if n == last:
-            return n
-        last = n
-        time.sleep(0.3)
-    raise AssertionError("the relay's descriptors kept changing")
 
 
 def test_a_stream_flood_is_bounded_by_max_conns(sc):
@@ -484,9 +459,10 @@ def test_a_stream_flood_is_bounded_by_max_conns(sc):
         "service = {n}\n\n".format(n=n, p=port, d=d, t=token) for n in ("a", "b")), "cont.conf")
     host = sc.relay(["relay", "-c", host_conf])
     cont = sc.relay(["relay", "-c", cont_conf])
-    echo_once(d + "/cb.sock", b"warm")
+    echoes(d + "/cb.sock", b"warm")
     wait_for(lambda: stats(["-c", host_conf])["links"][0]["streams_open"] == 0, what="the warm-up stream closed")
-    base = settled_fds(host)
+    # once the last control connection closed
+    base = steady(host.fds, "the host relay's descriptors", times=2, interval=0.3, timeout=30)
 
     held = sc.closing(connect(d + "/ca.sock"))
     held.sendall(b"x")
@@ -509,14 +485,14 @@ def test_a_stream_flood_is_bounded_by_max_conns(sc):
     assert "upstream unavailable: the host relay at tcp:127.0.0.1:%d refused the stream: service a serves " \
         "max-conns = 1 connections already" % port in cont.text(), cont.text()
     # b is not held up by a's flood, on the same link
-    echo_once(d + "/cb.sock", b"neighbour")
+    echoes(d + "/cb.sock", b"neighbour")
     st = stats(["-c", host_conf])
     assert [x for x in st["forwards"] if x["name"] == "a"][0]["errors"]["other"] == 19, st
     assert len(st["links"]) == 1 and st["links"][0]["state"] == "up", st["links"]
     held.close()
     wait_for(lambda: stats(["-c", host_conf])["links"][0]["streams_open"] == 0, what="no stream open on the host")
     wait_for(lambda: host.fds() == base, what="the host relay's descriptors back to %d (%d)" % (base, host.fds()))
-    echo_once(d + "/ca.sock", b"after the flood")
+    echoes(d + "/ca.sock", b"after the flood")
 
 
 if __name__ == "__main__":

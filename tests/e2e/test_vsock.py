@@ -14,38 +14,10 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import sftap  # noqa: E402
-from sfharness import SOCKFERRY, Scene, Skip, connect, keygen, recv_all, run_sockferry, wait_for, ENGINE  # noqa: E402
-from sfops import check  # noqa: E402
+from sfharness import (SOCKFERRY, Scene, Skip, check, connect, keygen, recv_all, run_sockferry,  # noqa: E402
+                       vsock_loopback, wait_for, ENGINE)
 
 DENY_VSOCK = sys.argv[1] if len(sys.argv) > 1 else None
-
-
-def vsock_loopback():
-    """None when a vsock connection to this machine (CID 1) works, else the reason it does not."""
-    if not hasattr(socket, "AF_VSOCK"):
-        return "this Python has no AF_VSOCK"
-    try:
-        ls = socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)
-    except OSError as e:
-        return "socket(AF_VSOCK): %s" % e.strerror
-    try:
-        ls.bind((socket.VMADDR_CID_ANY, socket.VMADDR_PORT_ANY))
-        ls.listen(1)
-        port = ls.getsockname()[1]
-        c = socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)
-        c.settimeout(2)
-        try:
-            c.connect((1, port))
-        except OSError as e:
-            return "connect to CID 1 (VMADDR_CID_LOCAL) failed: %s — the vsock_loopback module is not loaded " \
-                   "(modprobe vsock_loopback)" % (e.strerror or e)
-        finally:
-            c.close()
-        return None
-    except OSError as e:
-        return "bind vsock:any: %s" % e.strerror
-    finally:
-        ls.close()
 
 
 def vsock_port():

@@ -1,8 +1,11 @@
-"""The pieces end-to-end tests are made of: sockferry processes, real servers, temporary
-directories, mounts, network namespaces and helper processes, each a context manager.
+"""The one library of the Python tests (e2e, preload, shim, docs, packaging, windows): the
+pieces a test is made of, each a context manager: sockferry processes (Relay), the test
+servers (Server: tests/lib/sfservers.py), temporary directories, mounts, a network of the test
+program's own (Net), the preload's "container" (Lab) and helper processes. tests/lib/sftap.py
+runs the test functions and prints TAP; tests/README.md says how to write a test.
 
-A test composes them in a Scene (a contextlib.ExitStack): what it set up is torn down in reverse
-order when it ends, whatever happened. Every piece keeps three rules:
+A test composes the pieces in a Scene (a contextlib.ExitStack): what it set up is torn down in
+reverse order when it ends, whatever happened. Every piece keeps three rules:
 * a failed start leaks nothing: the constructor undoes what it had done before it raises, so
   a relay that does not become ready leaves no process, log, socket or directory behind;
 * a teardown never stops half way: each step is a callback of an ExitStack, and a step that
@@ -11,24 +14,37 @@ order when it ends, whatever happened. Every piece keeps three rules:
   seccomp sandbox refused) is an AssertionError raised once its own teardown is done; in a
   Scene the other teardowns still run, and the test fails with that error.
 
+Tests run two at a time (meson test's is_parallel): nothing here is fixed that another test
+program could take too. Directories, ports and names are fresh; a test program's addresses
+come from a /24 of its own (Net).
+
 Only the standard library: the tests must run on a fresh Debian machine."""
 
+import argparse
 import contextlib
+import fcntl
+import functools
 import hashlib
+import ipaddress
 import os
 import random
 import re
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
+import termios
 import threading
 import time
 
+import sfservers
 from sftap import Skip  # noqa: F401  (tests take Skip from here with the rest)
 
+# The test servers' program.
+SERVERS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sfservers.py")
 SOCKFERRY = os.environ.get("SOCKFERRY", "sockferry")
 # Under valgrind (SF_VALGRIND=1) every relay runs under memcheck and must exit clean.
 VALGRIND = os.environ.get("SF_VALGRIND") == "1"
@@ -66,7 +82,13 @@ def free_port():
     return port
 
 
+# A wait's timeout is a ceiling, not what is tested: under valgrind, and where CI runs several
+# test runs beside each other (SF_WAIT_SCALE), it is that many times longer.
+WAIT_SCALE = float(os.environ.get("SF_WAIT_SCALE") or (3 if VALGRIND else 1))
+
+
 def wait_for(pred, timeout=10.0, what="condition"):
+    timeout *= WAIT_SCALE
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         v = pred()
@@ -101,6 +123,153 @@ def recv_all(s, limit=1 << 62):
         chunks.append(b)
         n += len(b)
     return b"".join(chunks)
+
+
+def round_trip(s, data):
+    """Sends data on the connected socket s and reads as many bytes back (an echo server
+    behind it); returns what came, fewer bytes when the peer ended first."""
+    s.sendall(data)
+    got = b""
+    while len(got) < len(data):
+        b = s.recv(len(data) - len(got))
+        if not b:
+            break
+        got += b
+    return got
+
+
+def echo_once(addr, data=b"ping", timeout=10, half_close=False, to_end=False):
+    """One client of an echo service at addr: sends data and returns what came back, as many
+    bytes as it sent, or with to_end (and always with half_close, which half-closes after
+    sending) everything until the other side ended. A reset or a closed pipe ends it: what
+    came until then is returned (b"" for a client turned away)."""
+    s = connect(addr, timeout=timeout)
+    try:
+        if not (half_close or to_end):
+            return round_trip(s, data)
+        s.sendall(data)
+        if half_close:
+            s.shutdown(socket.SHUT_WR)
+        return recv_all(s)
+    except (ConnectionResetError, BrokenPipeError):
+        return b""
+    finally:
+        s.close()
+
+
+def accept_queue(where, prefix=None, pid=None):
+    """How many connections wait in the accept queue of a listener (ss): where is a TCP port,
+    (host, port), or a unix path, whose listener process pid holds (a relay names its socket
+    relative to the directory it holds open); in this network namespace or the one prefix runs
+    in. None when nothing listens there."""
+    if isinstance(where, str):
+        out = subprocess.run(list(prefix or []) + ["ss", "-Hxlp"], capture_output=True, text=True).stdout
+        rows = [line.split() for line in out.splitlines()
+                if "pid=%d," % pid in line and line.split()[4] in (where, os.path.basename(where))]
+        return sum(int(r[2]) for r in rows) if rows else None
+    argv = ["ss", "-Hltn", "sport = :%d" % where if isinstance(where, int) else
+            "sport = :%d and src %s" % (where[1], where[0])]
+    out = subprocess.run(list(prefix or []) + argv, capture_output=True, text=True).stdout
+    rows = [line.split() for line in out.splitlines() if line.strip()]
+    return sum(int(r[1]) for r in rows) if rows else None
+
+
+def steady(value, what, times=3, interval=0.05, timeout=10.0):
+    """Waits until value() gives the same answer times in a row (interval apart): a count that
+    settled (descriptors once the last connection closed, bytes once a window filled); returns it."""
+    seen = []
+
+    def same():
+        seen.append(value())
+        time.sleep(interval)
+        return len(seen) >= times and len(set(seen[-times:])) == 1
+    wait_for(same, timeout=timeout, what="%s to settle" % what)
+    return seen[-1]
+
+
+def unread(s):
+    """The bytes waiting in the socket s that its reader has not taken (FIONREAD)."""
+    return struct.unpack("i", fcntl.ioctl(s.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0]
+
+
+def need(*tools):
+    """Skips the test unless every program named is installed."""
+    missing = [t for t in tools if not shutil.which(t)]
+    if missing:
+        raise Skip("needs %s (not installed)" % ", ".join(missing))
+
+
+def need_root(why="it makes namespaces"):
+    if os.geteuid() != 0:
+        raise Skip("needs root: " + why)
+
+
+@functools.lru_cache(maxsize=None)
+def vsock_loopback():
+    """None when a vsock connection to this machine (CID 1, vsock_loopback) works, else why not
+    (asked once: without the module a connect takes its 2 s to fail)."""
+    if not hasattr(socket, "AF_VSOCK"):
+        return "this Python has no AF_VSOCK"
+    try:
+        ls = socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)
+    except OSError as e:
+        return "socket(AF_VSOCK): %s" % e.strerror
+    try:
+        ls.bind((socket.VMADDR_CID_ANY, socket.VMADDR_PORT_ANY))
+        ls.listen(1)
+        port = ls.getsockname()[1]
+        c = socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)
+        c.settimeout(2)
+        try:
+            c.connect((1, port))
+        except OSError as e:
+            return "connect to CID 1 (VMADDR_CID_LOCAL) failed: %s — the vsock_loopback module is not loaded " \
+                   "(modprobe vsock_loopback)" % (e.strerror or "timed out")
+        finally:
+            c.close()
+        return None
+    except OSError as e:
+        return "bind vsock:any: %s" % e.strerror
+    finally:
+        ls.close()
+
+
+def ipv6_loopback():
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+def helper_passed(output, diag=""):
+    """A test helper program's "ok - ..." / "not ok - ..." lines: every one must be ok, and
+    there must be some. Prints them as TAP comments."""
+    lines = [line for line in output.splitlines() if line.startswith(("ok - ", "not ok - "))]
+    for line in lines:
+        print("# " + line, flush=True)
+    failed = [line for line in lines if line.startswith("not ok - ")]
+    assert lines, "the helper reported nothing:\n%s" % diag
+    assert not failed, "the helper failed: %s\n%s" % ("; ".join(failed), diag)
+
+
+def yaml_module():
+    """python3-yaml (the packaging tests read manifests with it); Skip when it is not installed."""
+    try:
+        import yaml
+    except ImportError:
+        raise Skip("python3-yaml is not installed (packaging/install-deps.sh installs it)")
+    return yaml
+
+
+def build_paths(*names):
+    """The build outputs meson passes as --NAME PATH options (relative to the build directory,
+    made absolute: the clients run from other directories); a namespace of them."""
+    p = argparse.ArgumentParser()
+    for name in names:
+        p.add_argument("--" + name, type=os.path.abspath)
+    return p.parse_args()
 
 
 def run_sockferry(args, timeout=20, env=None, input=None):
@@ -252,6 +421,85 @@ def mount_point(src, target):
     if ENGINE == "portable":
         return mounted(["-t", "tmpfs", "sf-e2e"], target)
     return mounted(["--bind", src], target)
+
+
+# ---- a network of the test program's own ---------------------------------------------------
+
+# The tests' addresses come from 198.18.0.0/15 (RFC 2544's, for benchmarks: never routed), one
+# /24 per test program. Left out: 198.18.0.0/20, for addresses someone picks by hand, and
+# bench/vm.sh's 198.19.240.0/24.
+TEST_NET = ipaddress.IPv4Network("198.18.0.0/15")
+NET_FIRST_BLOCK = 16
+NET_BENCH_BLOCK = 496
+# Where the blocks' locks are: one file a block, held (flock) for as long as a program uses it.
+NET_LOCKS = "/run/lock" if os.access("/run/lock", os.W_OK) else "/tmp"
+
+
+def program_key():
+    """What names this test program among those that may run at once: its file's name, and the
+    variant meson runs it as (the valgrind and sockferry/1 twins run the same file)."""
+    key = os.path.basename(sys.argv[0])
+    if VALGRIND:
+        key += "+valgrind"
+    if LINK_MODE:
+        key += "+" + LINK_MODE
+    return key
+
+
+def _block_in_use(net):
+    """Whether an address of net is on an interface here (someone who takes no lock)."""
+    try:
+        out = subprocess.run(["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True).stdout
+    except FileNotFoundError:
+        return False
+    return any(ipaddress.IPv4Address(a) in net for a in re.findall(r"\binet (\d+\.\d+\.\d+\.\d+)/", out))
+
+
+class Net:
+    """The /24 of 198.18.0.0/15 this test program has to itself: the block its name (program_key)
+    hashes to, or the next free one when another program holds that (a second run of the same
+    test, say). Held until the program ends. The names that go with it are this process's:
+    ns (a network namespace), host_if and cont_if (a veth pair; 15 characters at most).
+
+    host and container are the two ends of the namespace's veth pair (.1 and .2, a /30);
+    addr(N) is the block's address N, for anything else the program needs."""
+
+    def __init__(self, key=None):
+        key = key or program_key()
+        first = int(hashlib.sha256(key.encode()).hexdigest(), 16)
+        blocks = list(TEST_NET.subnets(new_prefix=24))
+        span = len(blocks) - NET_FIRST_BLOCK
+        for i in range(span):
+            n = NET_FIRST_BLOCK + (first + i) % span
+            if n == NET_BENCH_BLOCK:
+                continue
+            lock = open(os.path.join(NET_LOCKS, "sockferry-test-net-%s.lock" % blocks[n].network_address), "a")
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                lock.close()
+                continue
+            if _block_in_use(blocks[n]):
+                lock.close()
+                continue
+            self._lock = lock
+            self.block = blocks[n]
+            break
+        else:
+            raise Skip("every /24 of %s is taken by other tests" % TEST_NET)
+        self.key = key
+        self.host, self.container = self.addr(1), self.addr(2)
+        pid = os.getpid()
+        self.ns = "sf-%s-%d" % (re.sub(r"^test_|\.py$", "", os.path.basename(key.split("+")[0])), pid)
+        self.host_if, self.cont_if = "sfh%d" % pid, "sfc%d" % pid
+
+    def addr(self, n):
+        return str(self.block.network_address + n)
+
+    def namespace(self):
+        """The "container" network: the namespace ns, its veth pair host_if/cont_if with host
+        and container on it (netns())."""
+        return netns(self.ns, self.host_if, self.cont_if, self.host, self.container)
 
 
 @contextlib.contextmanager
@@ -566,126 +814,40 @@ class Relay:
         return self._final_text
 
 
-SERVER_CODE = r'''
-import os, socket, sys, selectors, threading, hashlib
-mode, where = sys.argv[1], sys.argv[2]
-mode, _, tag = mode.partition(":")  # tagged:TAG
-if where.startswith("tcp:"):
-    host, port = where[4:].rsplit(":", 1)
-    ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    ls.bind((host, int(port)))
-else:
-    ls = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    ls.bind(where)
-ls.listen(4096)
-print("listening", flush=True)
-
-def serve(c):
-    try:
-        if mode == "echo":
-            while True:
-                b = c.recv(1 << 20)
-                if not b:
-                    break
-                c.sendall(b)
-            c.shutdown(socket.SHUT_WR)
-        elif mode == "after-eof":
-            # a request/response server that answers only once the request is complete
-            h = hashlib.sha256(); n = 0
-            while True:
-                b = c.recv(1 << 20)
-                if not b:
-                    break
-                h.update(b); n += len(b)
-            c.sendall(("%d %s\n" % (n, h.hexdigest())).encode())
-            c.shutdown(socket.SHUT_WR)
-        elif mode == "sink-source":
-            # first 8 bytes: how many bytes to send back; then read the rest to EOF and reply
-            # with a digest of what was received after the payload
-            want = int.from_bytes(c.recv(8, socket.MSG_WAITALL), "big")
-            seed = c.recv(8, socket.MSG_WAITALL)
-            import random
-            rnd = random.Random(seed)
-            h = hashlib.sha256(); n = 0
-            sent = 0
-            c.setblocking(True)
-            def writer():
-                nonlocal sent
-                while sent < want:
-                    chunk = rnd.randbytes(min(1 << 20, want - sent))
-                    c.sendall(chunk); sent += len(chunk)
-            t = threading.Thread(target=writer); t.start()
-            while True:
-                b = c.recv(1 << 20)
-                if not b:
-                    break
-                h.update(b); n += len(b)
-            t.join()
-            c.sendall(h.digest())
-            c.shutdown(socket.SHUT_WR)
-        elif mode == "late":
-            # answers one request well after it came (longer than libuv's 50 ms guess at the
-            # end of a named pipe), then closes: a request/response service behind a pipe
-            import time
-            b = c.recv(65536)
-            time.sleep(1.5)
-            c.sendall(b"late:" + b)
-            c.shutdown(socket.SHUT_WR)
-        elif mode == "silent":
-            while c.recv(65536):
-                pass
-        elif mode == "banner":
-            c.sendall(b"SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3\r\n")
-            while c.recv(65536):
-                pass
-        elif mode == "source":
-            # pseudo-random bytes for as long as the client takes them (a download, a log)
-            import random
-            chunk = random.Random(1).randbytes(1 << 16)
-            while True:
-                c.sendall(chunk)
-        elif mode == "blackhole":
-            # accepts and never reads: an upload that never drains
-            threading.Event().wait()
-        elif mode == "tagged":
-            # each line answered with the server's tag: which upstream a client reached
-            f = c.makefile("rb")
-            for _ in f:
-                c.sendall(tag.encode() + b"\n")
-    except OSError:
-        pass
-    finally:
-        c.close()
-
-while True:
-    c, _ = ls.accept()
-    threading.Thread(target=serve, args=(c,), daemon=True).start()
-'''
-
-
 class Server:
-    """A real server in its own process (python3), on a unix path or tcp:HOST:PORT: echo,
-    after-eof, sink-source, late, silent, banner, source, blackhole or tagged:TAG (SERVER_CODE). Listening when the
-    constructor returns, or nothing left behind; stop() (or the end of a with block, safe to
-    repeat) kills it and removes its socket file."""
+    """A test server (tests/lib/sfservers.py: echo, tagged, http, sink, banner, after-eof,
+    sink-source, late) at where (a unix path, @NAME, tcp:HOST:PORT, tcp:[V6]:PORT or
+    vsock:CID:PORT; port 0 takes a free one). tag names it in its answers (tagged, http). In a
+    process of its own, or with thread in threads of this one (no interpreter to start: for
+    the many small servers of quick tests; one a test kills must be a process). Listening
+    when the constructor returns, or nothing left behind: endpoint is what reaches it (its
+    port included), port its port. stop() (or the end of a with block, safe to repeat) ends
+    it and removes its socket file."""
 
-    def __init__(self, mode, where, stderr=None):
+    def __init__(self, mode, where, tag=None, stderr=None, thread=False):
         self.where = where
+        self.proc = None
         with contextlib.ExitStack() as st:
-            self.proc = subprocess.Popen([sys.executable, "-c", SERVER_CODE, mode, where],
-                                         stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, stderr=stderr)
-            st.callback(reap, self.proc)
-            if b"listening" not in self.proc.stdout.readline():
-                raise AssertionError("the %s test server did not start on %s" % (mode, where))
+            if thread:
+                ls, self.endpoint = sfservers.listen(where)
+                context = sfservers.HttpServer(tag or mode) if mode == "http" else tag or mode
+                st.enter_context(serving(ls, lambda c: sfservers.serve(c, mode, context)))
+            else:
+                self.proc = subprocess.Popen([sys.executable, SERVERS, mode, where] + ([tag] if tag else []),
+                                             stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, stderr=stderr)
+                st.callback(reap, self.proc)
+                said, _, self.endpoint = self.proc.stdout.readline().decode(errors="replace").rstrip("\n").partition(" ")
+                if said != "listening" or not self.endpoint:
+                    raise AssertionError("the %s test server did not start on %s" % (mode, where))
+            self.port = int(self.endpoint.rsplit(":", 1)[1]) if not self.endpoint.startswith("unix:") else None
             # the socket file is ours once it listened there, not before
-            if not where.startswith("tcp:"):
+            if self.endpoint.startswith("unix:/"):
                 st.callback(self._unlink)
             self._teardown = st.pop_all()
 
     def _unlink(self):
         try:
-            os.unlink(self.where)
+            os.unlink(self.endpoint[5:])
         except FileNotFoundError:
             pass
 
@@ -702,7 +864,17 @@ class Server:
 
 class Scene(contextlib.ExitStack):
     """What one test sets up, torn down in reverse order at the end (see the module's text).
-    The runner gives each test a fresh one (sftap.main(TESTS, fixture=Scene))."""
+    The runner gives each test a fresh one: sftap.main(TESTS, fixture=Scene), or with
+    fixture=Scene.of(MAKE) each test gets MAKE(sc) built in its fresh Scene sc."""
+
+    @classmethod
+    def of(cls, make):
+        """A fixture: each test gets make(sc), sc a fresh Scene that ends with the test."""
+        @contextlib.contextmanager
+        def fixture():
+            with cls() as sc:
+                yield make(sc)
+        return fixture
 
     def tmpdir(self, prefix="sf-e2e-", mode=None, dir=None):
         return self.enter_context(tmpdir(prefix, mode, dir))
@@ -711,8 +883,9 @@ class Scene(contextlib.ExitStack):
         """A Relay (its keywords), stopped at the end with its exit status checked."""
         return self.enter_context(Relay(args, **kw))
 
-    def server(self, mode, where, **kw):
-        return self.enter_context(Server(mode, where, **kw))
+    def server(self, mode, where, tag=None, **kw):
+        """A Server (tests/lib/sfservers.py; its keywords), stopped at the end."""
+        return self.enter_context(Server(mode, where, tag, **kw))
 
     def popen(self, argv, **kw):
         return self.enter_context(popen(argv, **kw))
@@ -724,6 +897,8 @@ class Scene(contextlib.ExitStack):
         return self.enter_context(mounted(argv, target, required))
 
     def serve(self, ls, handle, threaded=True):
+        """A listener of the test's own whose connections handle(conn) takes (serving()), for
+        a peer that misbehaves on purpose; a service that behaves is a server()."""
         return self.enter_context(serving(ls, handle, threaded))
 
     def closing(self, thing):
@@ -779,6 +954,154 @@ def transfer_both_ways(addr, size):
     return True
 
 
+# ---- an authenticated link ------------------------------------------------------------------
+
+class Link:
+    """A service behind a host relay on loopback TCP with auth = token, in the scene sc: the
+    other end for container relays and `sockferry check` (service: a Server mode, or None for
+    none)."""
+
+    def __init__(self, sc, service="echo"):
+        self.d = sc.tmpdir()
+        self.token = keygen(self.d)
+        self.port = free_port()
+        self.srv = sc.server(service, self.d + "/service.sock") if service else None
+        self.host = sc.relay(["relay", "-F", "host:tcp:127.0.0.1:%d=unix:%s/service.sock,auth=token,token-file=%s"
+                              % (self.port, self.d, self.token)])
+
+    def spec(self, name="c", token=None, extra=""):
+        """A container forward NAME (unix d/NAME.sock) to the host relay, as a -F spec."""
+        return "%s:unix:%s/%s.sock=tcp:127.0.0.1:%d,auth=token,token-file=%s%s" % (
+            name, self.d, name, self.port, token or self.token, extra)
+
+
+def check(*args):
+    """`sockferry check ARGS...`: (exit status, stdout, stderr)."""
+    return run_sockferry(["check"] + list(args))
+
+
+# ---- the preload's container ----------------------------------------------------------------
+
+# What the preload says about a directory in the place of a socket.
+PRELOAD_DIAGNOSTIC = ("sockferry-preload: {} is a directory, not a socket: the host socket bind mount "
+                      "did not carry a socket (Docker Desktop?). Map it with alias= in sockferry's config.")
+# The interpreter of the clients (one another user can run), and the python3 client.
+PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
+PYCLIENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "preload", "pyclient.py")
+
+
+class Result:
+    """A finished client: exit status, stdout, stderr (its str() is all three, for a failure's
+    message)."""
+
+    def __init__(self, returncode, stdout, stderr):
+        self.returncode = returncode
+        self.stdout = stdout
+        self.stderr = stderr
+
+    def __str__(self):
+        return "exit %s\nstdout: %r\nstderr: %r" % (self.returncode, self.stdout, self.stderr)
+
+
+@contextlib.contextmanager
+def preload_setup(missing=None):
+    """The preload tests' run (sftap.main's setup): skipped unless mount namespaces and bind
+    mounts work here, or with missing, the reason something the program needs is not here;
+    the clients see only what each test sets of the preload's variables."""
+    if missing:
+        raise Skip(missing)
+    need_root("for a mount namespace and a bind mount")
+    try:
+        r = subprocess.run(["unshare", "--mount", "--propagation", "private", "true"],
+                           capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise Skip("unshare --mount does not work here: %s" % e)
+    if r.returncode != 0:
+        raise Skip("unshare --mount does not work here: %s" % r.stderr.strip())
+    for k in list(os.environ):
+        if k.startswith("SOCKFERRY_PRELOAD") or k == "LD_PRELOAD":
+            del os.environ[k]
+    os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
+    yield
+
+
+def asan_runtime(lib):
+    """An AddressSanitizer build of the library needs the runtime loaded before it, since the
+    clients (curl, python3) are not instrumented. Returns its path, or None."""
+    try:
+        out = subprocess.run(["ldd", lib], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    for line in out.splitlines():
+        if "libasan.so" in line and "=>" in line:
+            return line.split("=>")[1].split("(")[0].strip()
+    return None
+
+
+class Lab:
+    """The preload tests' "container", in the scene sc: a private mount namespace per client in
+    which an empty directory is bind-mounted over the socket path the client expects (mapped),
+    what Docker Desktop leaves when a host socket cannot cross into the VM. Servers run outside
+    it (sc.server), on unix sockets in the lab's directory, on 127.0.0.1 or on vsock; only the
+    client runs inside, with the preload library lib loaded."""
+
+    TIMEOUT = 30
+
+    def __init__(self, sc, lib):
+        self.sc = sc
+        self.lib = lib
+        self.asan = asan_runtime(lib) if lib else None
+        self.tmp = sc.tmpdir(prefix="sfp.", mode=0o755, dir="/tmp")
+        self.empty = self.path("empty")
+        self.mapped = self.path("run", "x.sock")
+        os.makedirs(self.empty)
+        os.makedirs(self.mapped)
+        os.chmod(self.path("run"), 0o755)
+
+    def path(self, *parts):
+        return os.path.join(self.tmp, *parts)
+
+    def server(self, mode, where, tag=None):
+        """A Server in threads of this process (where: a name in the lab's directory, or
+        tcp:/vsock:/@); its endpoint."""
+        if not where.startswith(("tcp:", "vsock:", "@", "/")):
+            where = self.path(where)
+        return self.sc.server(mode, where, tag, thread=True).endpoint
+
+    def env(self, mapping=None, lib=None, **extra):
+        """The client's environment: the preload (after the ASan runtime in a sanitizer build),
+        SOCKFERRY_PRELOAD_MAP=mapping, and extra."""
+        lib = lib or self.lib
+        e = {"LD_PRELOAD": "%s:%s" % (self.asan, lib) if self.asan and lib == self.lib else lib}
+        if self.asan:
+            e["ASAN_OPTIONS"] = "detect_leaks=0"
+        if mapping is not None:
+            e["SOCKFERRY_PRELOAD_MAP"] = mapping
+        e.update({k: str(v) for k, v in extra.items()})
+        return e
+
+    def run(self, cmd, env=None, mount=True, setup="", user=None, cwd=None, stdin=None, timeout=TIMEOUT):
+        """Runs cmd in a fresh mount namespace; with mount, the empty directory is first
+        bind-mounted over mapped, then the shell code setup runs (exit 125 if either fails).
+        env is added for cmd alone (not unshare, sh, mount or setpriv). Returns a Result."""
+        script = ('mount --bind "$1" "$2" || exit 125; ' if mount else "") + \
+            ("{ %s; } || exit 125; " % setup if setup else "") + 'shift 2; exec "$@"'
+        argv = ["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script,
+                "sh", self.empty, self.mapped]
+        if user is not None:
+            argv += ["setpriv", "--reuid=%d" % user, "--regid=%d" % user, "--clear-groups"]
+        argv += ["env"] + ["%s=%s" % kv for kv in (env or {}).items()] + list(cmd)
+        try:
+            r = subprocess.run(argv, input=stdin, capture_output=True, text=True, cwd=cwd, timeout=timeout)
+        except subprocess.TimeoutExpired as e:
+            return Result(-1, e.stdout or "", "timed out after %ss; %s" % (timeout, e.stderr or ""))
+        return Result(r.returncode, r.stdout, r.stderr)
+
+    def python(self, mode, *args, **kw):
+        """tests/preload/pyclient.py MODE ARGS in the container."""
+        return self.run([PYTHON, PYCLIENT, mode] + list(args), **kw)
+
+
 # ---- the shared link's tests (test_link.py, test_link_life.py) ----------------------------------
 
 def fwd(name, listen, connect_, **keys):
@@ -793,29 +1116,6 @@ def token_relay(sc, d, sections, name="relay.conf", head="", **kw):
     head's lines in [sockferry]."""
     conf = write_conf(d, "[sockferry]\ntoken-file = %s/token\n%s\n%s" % (d, head, sections), name)
     return sc.relay(["relay", "-c", conf], **kw)
-
-
-def need(*tools):
-    """Skip when a program the test runs is not installed."""
-    missing = [t for t in tools if not shutil.which(t)]
-    if missing:
-        raise Skip("needs %s (not installed)" % ", ".join(missing))
-
-
-def echo_once(path, payload=b"ping", timeout=10):
-    """One client connection: payload up, the echo back, then half-close; returns what came."""
-    s = connect(path, timeout=timeout)
-    try:
-        s.sendall(payload)
-        got = b""
-        while len(got) < len(payload):
-            b = s.recv(65536)
-            if not b:
-                break
-            got += b
-        return got
-    finally:
-        s.close()
 
 
 def closed_without_answer(path, timeout=10):

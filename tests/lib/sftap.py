@@ -1,15 +1,13 @@
 """The one TAP producer of the Python tests (e2e, shim, preload, windows, docs, packaging).
 
-Two ways to use it, which can be mixed in one run:
-
-* test functions: main(TESTS) runs each function as one test point. A failing assertion (any
-  exception) fails that test alone, its traceback printed as TAP comments; Skip("reason")
-  reports it skipped with the reason. SF_ONLY=WORD runs only the tests whose name contains
-  WORD. With fixture=F, each test runs as `with F() as f: test(f)`, so what the fixture tears
-  down (and any failure it finds then) belongs to that test. With setup=S, the whole run
-  happens inside `with S():` (a network namespace, say); a Skip from S skips the run.
-* checks: tap = Tap(); tap.ok(cond, desc, diag); tap.skip(desc, reason); ...;
-  sys.exit(tap.finish()), which prints the plan at the end.
+main(TESTS) runs each test function as one test point (tests_of(globals()): a module's test_*
+functions, in the order they are written). A failing assertion (any exception) fails that test
+alone, its traceback printed as TAP comments; Skip("reason") reports it skipped with the reason.
+SF_ONLY=WORD runs only the tests whose name contains WORD. With fixture=F, each test runs as
+`with F() as f: test(f)`, so what the fixture tears down (and any failure it finds then)
+belongs to that test (tests/lib/sfharness.py's Scene). With setup=S, the whole run happens
+inside `with S():` (a network namespace, say); a Skip from S skips the run, with its reason.
+meson's timeout (SIGTERM) unwinds the run: every with block tears down what it set up.
 
 Standard library only: the tests must run on a fresh Debian machine."""
 
@@ -26,23 +24,21 @@ class Skip(Exception):
 
 
 class Tap:
-    """Numbers test points and prints them as they come; counts failures."""
+    """The runner's writer: numbers test points and prints them as they come; counts failures."""
 
     def __init__(self, out=None):
         self.out = out or sys.stdout
         self.n = 0
         self.failed = 0
-        self.planned = False
 
     def _print(self, line):
         self.out.write(line + "\n")
         self.out.flush()
 
     def plan(self, count):
-        """Prints the plan first (test functions: the count is known before they run)."""
+        """Prints the plan, first: the count of tests is known before they run."""
         self._print("TAP version 13")
         self._print("1..%d" % count)
-        self.planned = True
 
     def comment(self, text):
         for line in str(text).splitlines() or [""]:
@@ -68,20 +64,6 @@ class Tap:
         self.n += 1
         self._print("ok %d - %s # SKIP %s" % (self.n, desc, reason))
 
-    def forward(self, output, prefix, diag=""):
-        """Numbers the "ok - ..." / "not ok - ..." lines a helper program printed; a helper that
-        printed none fails."""
-        seen = False
-        for line in output.splitlines():
-            if line.startswith("ok - "):
-                self.ok(True, "%s: %s" % (prefix, line[5:]))
-                seen = True
-            elif line.startswith("not ok - "):
-                self.ok(False, "%s: %s" % (prefix, line[9:]), diag)
-                seen = True
-        if not seen:
-            self.ok(False, "%s: the helper reported nothing" % prefix, diag)
-
     def case(self, test, fixture=None, name=None):
         """Runs test() (test(f) inside `with fixture() as f`) as one test point."""
         name = name or test_name(test)
@@ -101,22 +83,13 @@ class Tap:
         self.ok(True, "%s (%.1fs)" % (name, time.monotonic() - start))
 
     def finish(self):
-        """The exit status: 1 when a test point failed. Prints the plan if none came first."""
-        if not self.planned:
-            self._print("1..%d" % self.n)
-            self.planned = True
+        """The exit status: 1 when a test point failed."""
         return 1 if self.failed else 0
 
 
 def test_name(test):
     name = test.__name__
     return (name[5:] if name.startswith("test_") else name).replace("_", " ")
-
-
-def skip_all(reason):
-    """Skips the whole program (nothing to test here), with the reason."""
-    print("1..0 # SKIP %s" % reason, flush=True)
-    sys.exit(0)
 
 
 def tests_of(namespace):
@@ -129,15 +102,10 @@ def _terminated(signum, frame):
     raise SystemExit(128 + signum)
 
 
-def unwind_on_sigterm():
-    """meson's timeout sends SIGTERM: make it unwind the program, so that every with block
-    tears down what it set up. run() does this; a program of checks calls it itself."""
-    signal.signal(signal.SIGTERM, _terminated)
-
-
 def run(tests, fixture=None, setup=None):
     """Runs test functions (see the module's text); returns the exit status."""
-    unwind_on_sigterm()
+    # meson's timeout sends SIGTERM: unwind, so that every with block tears down what it set up
+    signal.signal(signal.SIGTERM, _terminated)
     only = os.environ.get("SF_ONLY")
     tests = [t for t in tests if not only or only in t.__name__]
     tap = Tap()

@@ -8,11 +8,14 @@ end-to-end test relies on when something goes wrong.
 * a bad exit status, or a sanitizer report in the log, fails the test once everything is
   cleaned up;
 * a network namespace that fails half way is removed again, and one that was made is removed
-  at the end;
+  at the end; a test program's network is a /24 of 198.18.0.0/15 no other program holds;
+* the test servers listen where they are told and answer as their modes say;
 * the runner: one failing test fails alone with its traceback, a skip says why, SF_ONLY
-  filters, a fixture's teardown failure fails its test, SIGTERM (meson's timeout) unwinds."""
+  filters, a fixture's teardown failure fails its test, a set-up's Skip skips the run, SIGTERM
+  (meson's timeout) unwinds."""
 
 import contextlib
+import ipaddress
 import os
 import subprocess
 import sys
@@ -22,7 +25,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import sftap  # noqa: E402
-from sfharness import Relay, Scene, Server, Skip, netns, wait_for  # noqa: E402
+from sfharness import (NET_BENCH_BLOCK, NET_FIRST_BLOCK, TEST_NET, Net, Relay, Scene, Server, Skip,  # noqa: E402
+                       connect, echo_once, need_root, netns, recv_all, wait_for)
 
 
 def children():
@@ -167,28 +171,87 @@ def namespaces():
 
 
 def test_a_namespace_that_fails_half_way_is_removed_again():
-    if os.geteuid() != 0:
-        raise Skip("needs root to create a network namespace")
-    ns, host_if = "sf-harness-%d" % os.getpid(), "sfxh%d" % (os.getpid() % 10000)
+    need_root()
+    net = Net()
     # the peer's name is too long for a link: `ip link add` fails after `ip netns add` worked
-    fails_with(lambda: netns(ns, host_if, "sf-harness-peer-name-too-long", "198.18.9.1", "198.18.9.2").__enter__(),
+    fails_with(lambda: netns(net.ns, net.host_if, "sf-harness-peer-name-too-long", net.host, net.container).__enter__(),
                "cannot create a network namespace here", "ip link add")
-    assert ns not in namespaces(), namespaces()
-    assert host_if not in links(), links()
-    assert not os.path.exists("/etc/netns/" + ns)
+    assert net.ns not in namespaces(), namespaces()
+    assert net.host_if not in links(), links()
+    assert not os.path.exists("/etc/netns/" + net.ns)
+
+
+ECHO_CLIENT = r'''
+import sys
+sys.path.insert(0, sys.argv[1])
+from sfharness import echo_once
+print(echo_once((sys.argv[2], int(sys.argv[3])), b"across"))
+'''
 
 
 def test_a_namespace_is_removed_at_the_end():
-    if os.geteuid() != 0:
-        raise Skip("needs root to create a network namespace")
-    ns, host_if, cont_if = "sf-harness-%d" % os.getpid(), "sfxh%d" % (os.getpid() % 10000), "sfxc%d" % (os.getpid() % 10000)
-    with netns(ns, host_if, cont_if, "198.18.9.1", "198.18.9.2"):
-        assert ns in namespaces() and host_if in links()
-        with open("/etc/netns/%s/hosts" % ns) as f:
-            assert "198.18.9.1 host.docker.internal" in f.read()
-    assert ns not in namespaces(), namespaces()
-    assert host_if not in links(), links()
-    assert not os.path.exists("/etc/netns/" + ns)
+    need_root()
+    net = Net()
+    with net.namespace(), Server("echo", "tcp:%s:0" % net.host) as srv:
+        assert net.ns in namespaces() and net.host_if in links()
+        with open("/etc/netns/%s/hosts" % net.ns) as f:
+            assert "%s host.docker.internal" % net.host in f.read()
+        # the host end reached from the namespace, by the name Docker Desktop gives it
+        p = subprocess.run(["ip", "netns", "exec", net.ns, sys.executable, "-c", ECHO_CLIENT, HERE,
+                            "host.docker.internal", str(srv.port)], capture_output=True, text=True, timeout=30)
+        assert p.returncode == 0 and p.stdout == "b'across'\n", (p.returncode, p.stdout, p.stderr)
+    assert net.ns not in namespaces(), namespaces()
+    assert net.host_if not in links(), links()
+    assert not os.path.exists("/etc/netns/" + net.ns)
+
+
+def test_each_program_has_a_block_of_its_own():
+    blocks = list(TEST_NET.subnets(new_prefix=24))
+    first = Net("sf-harness-a")
+    again = Net("sf-harness-a")  # the same name, while the first holds its block: the next one
+    other = Net("sf-harness-b")
+    held = [first.block, again.block, other.block]
+    assert len(set(held)) == 3, held
+    for net in (first, again, other):
+        assert net.block in blocks[NET_FIRST_BLOCK:] and net.block != blocks[NET_BENCH_BLOCK], net.block
+        assert ipaddress.IPv4Address(net.host) in net.block and ipaddress.IPv4Address(net.addr(200)) in net.block
+        assert len(net.host_if) <= 15 and len(net.cont_if) <= 15 and net.host_if != net.cont_if
+    assert blocks[NET_BENCH_BLOCK] == ipaddress.IPv4Network("198.19.240.0/24")
+    # the same name always starts at the same block: derived, not drawn
+    first._lock.close()
+    assert Net("sf-harness-a").block == first.block
+
+
+def test_the_servers_answer_as_their_modes_say():
+    with Scene() as sc:
+        servers_answer(sc)
+
+
+def servers_answer(sc):
+    d = sc.tmpdir()
+    tagged = sc.server("tagged", d + "/t.sock", "unix")
+    assert tagged.endpoint == "unix:%s/t.sock" % d and tagged.port is None
+    assert echo_once(d + "/t.sock", b"one\ntwo\nthr", half_close=True) == b"unix:one\nunix:two\nunix:thr"
+    echo = sc.server("echo", "tcp:127.0.0.1:0")
+    assert echo.endpoint == "tcp:127.0.0.1:%d" % echo.port and echo.port > 0
+    assert echo_once(("127.0.0.1", echo.port), b"x" * 100000, half_close=True) == b"x" * 100000
+    web = sc.server("http", "@sf-harness-%d" % os.getpid(), "web")
+    assert web.endpoint == "unix:@sf-harness-%d" % os.getpid()
+    s = connect("\0sf-harness-%d" % os.getpid())
+    s.sendall(b"GET /a/b HTTP/1.0\r\n\r\n")
+    got = recv_all(s)
+    s.close()
+    assert got.startswith(b"HTTP/1.0 200 ") and got.endswith(b"\r\n\r\nweb: /a/b\n"), got
+    threaded = sc.server("tagged", d + "/th.sock", "in-process", thread=True)
+    assert threaded.proc is None and echo_once(d + "/th.sock", b"x\n", half_close=True) == b"in-process:x\n"
+    threaded.stop()
+    assert not os.path.exists(d + "/th.sock"), "the threaded server's socket is left"
+    banner = sc.server("banner", d + "/b.sock")
+    s = connect(d + "/b.sock")
+    assert s.recv(100).startswith(b"SSH-2.0-")
+    s.close()
+    banner.stop()
+    assert not os.path.exists(d + "/b.sock"), "the server's socket is left"
 
 
 # A test program for the runner: four tests and a fixture whose teardown fails for one of them.
@@ -223,9 +286,14 @@ sftap.main(sftap.tests_of(globals()), fixture=fixture)
 '''
 
 
+def runner_env():
+    """The environment of a test program run by a test: not filtered by this run's SF_ONLY."""
+    return {k: v for k, v in os.environ.items() if k != "SF_ONLY"}
+
+
 def run_runner(env=None):
     p = subprocess.run([sys.executable, "-c", RUNNER, HERE], capture_output=True, text=True, timeout=30,
-                       env=dict(os.environ, **(env or {})))
+                       env=dict(runner_env(), **(env or {})))
     return p.returncode, p.stdout
 
 
@@ -248,20 +316,44 @@ def test_the_runner_runs_only_what_sf_only_names():
     assert rc == 0 and out.splitlines() == ["TAP version 13", "1..1", "ok 1 - skips # SKIP not here"], (rc, out)
 
 
-def test_checks_print_their_plan_at_the_end():
-    import io
-    buf = io.StringIO()
-    tap = sftap.Tap(out=buf)
-    tap.ok(True, "first")
-    tap.ok(False, "second", "why it failed\nover two lines")
-    tap.skip("third", "no reason to run")
-    tap.forward("ok - a\nnot ok - b\nnoise\n", "helper", "the helper's output")
-    tap.forward("nothing in TAP\n", "silent helper")
-    assert tap.finish() == 1
-    assert buf.getvalue().splitlines() == [
-        "ok 1 - first", "not ok 2 - second", "# why it failed", "# over two lines",
-        "ok 3 - third # SKIP no reason to run", "ok 4 - helper: a", "not ok 5 - helper: b",
-        "# the helper's output", "not ok 6 - silent helper: the helper reported nothing", "1..6"], buf.getvalue()
+# A test program whose set-up says, through SF_SETUP, what it does: skip, fail or let it run.
+SETUP = r'''
+import contextlib, os, sys
+sys.path.insert(0, sys.argv[1])
+import sftap
+
+@contextlib.contextmanager
+def setup():
+    if os.environ["SF_SETUP"] == "skip":
+        raise sftap.Skip("no such device here")
+    if os.environ["SF_SETUP"] == "fail":
+        raise RuntimeError("the set-up broke")
+    yield
+    if os.environ["SF_SETUP"] == "teardown":
+        raise RuntimeError("the teardown broke")
+
+def test_runs():
+    pass
+
+sftap.main(sftap.tests_of(globals()), setup=setup)
+'''
+
+
+def test_the_runs_set_up_skips_or_fails_it_as_a_whole():
+    def run(how):
+        p = subprocess.run([sys.executable, "-c", SETUP, HERE], capture_output=True, text=True, timeout=30,
+                           env=dict(runner_env(), SF_SETUP=how))
+        return p.returncode, [line for line in p.stdout.splitlines() if not line.startswith("# ")], p.stdout
+    rc, lines, out = run("skip")
+    assert rc == 0 and lines == ["1..0 # SKIP no such device here"], out
+    rc, lines, out = run("fail")
+    assert rc == 1 and lines == ["TAP version 13", "1..1", "not ok 1 - set-up of the test run"], out
+    assert "RuntimeError: the set-up broke" in out, out
+    rc, lines, out = run("teardown")
+    assert rc == 1 and lines[:2] == ["TAP version 13", "1..1"] and lines[2].startswith("ok 1 - runs ("), out
+    assert "RuntimeError: the teardown broke" in out, out
+    rc, lines, out = run("run")
+    assert rc == 0 and lines[2].startswith("ok 1 - runs ("), out
 
 
 # A test that makes a directory and a relay, then waits to be killed by meson's timeout.
@@ -282,7 +374,7 @@ sftap.main([test_hangs], fixture=Scene)
 
 
 def test_sigterm_tears_the_running_test_down():
-    p = subprocess.Popen([sys.executable, "-c", HANGS, HERE], stdout=subprocess.PIPE, text=True)
+    p = subprocess.Popen([sys.executable, "-c", HANGS, HERE], stdout=subprocess.PIPE, text=True, env=runner_env())
     try:
         line = ""
         while not line.startswith("# /"):

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The image files, read without Docker (TAP output): tests/containers/ci-stage.sh builds and
+"""The image files, read without Docker (TAP output): tests/ci/containers-images.sh builds and
 runs them.
 
 Usage: test_docker.py SOURCE_ROOT
@@ -14,25 +14,18 @@ Usage: test_docker.py SOURCE_ROOT
 * the README.md and packaging/README.md COPY --from lines take the arch-independent path.
 """
 import json
+import os
 import pathlib
 import re
 import subprocess
 import sys
 
-import os
-
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import sftap  # noqa: E402
+from sfharness import yaml_module  # noqa: E402
 
-TAP = sftap.Tap()
-check = TAP.ok
-skip = TAP.skip
-report = TAP.finish
-
-try:
-    import yaml
-except ImportError:
-    yaml = None
+ROOT = pathlib.Path(sys.argv[1])
+DOCKERFILE = (ROOT / "packaging" / "docker" / "Dockerfile").read_text()
 
 
 def stages(text):
@@ -49,48 +42,62 @@ def stages(text):
     return out
 
 
-def main():
-    root = pathlib.Path(sys.argv[1])
-    dockerfile = (root / "packaging" / "docker" / "Dockerfile").read_text()
-    info = subprocess.run(["meson", "introspect", "--projectinfo", str(root / "meson.build")],
+def test_the_dockerfiles_arg_version_is_meson_builds_version():
+    info = subprocess.run(["meson", "introspect", "--projectinfo", str(ROOT / "meson.build")],
                           capture_output=True, text=True)
     version = json.loads(info.stdout)["version"] if info.returncode == 0 else None
-    m = re.search(r"^ARG VERSION=(\S+)$", dockerfile, re.M)
-    check(m and version and m.group(1) == version, "the Dockerfile's ARG VERSION is meson.build's version",
-          f"Dockerfile {m and m.group(1)}, meson.build {version}")
-    code = "\n".join(l for l in dockerfile.splitlines() if not l.startswith("#"))
-    check(not re.search(r"-linux-gnu|print-multiarch", code), "no path names a multiarch triplet")
-    st = stages(dockerfile)
+    m = re.search(r"^ARG VERSION=(\S+)$", DOCKERFILE, re.M)
+    assert m and version and m.group(1) == version, f"Dockerfile {m and m.group(1)}, meson.build {version}"
+
+
+def test_no_path_names_a_multiarch_triplet():
+    code = "\n".join(line for line in DOCKERFILE.splitlines() if not line.startswith("#"))
+    assert not re.search(r"-linux-gnu|print-multiarch", code), code
+
+
+def test_both_images_carry_the_oci_labels_and_healthcheck_check_pid_1():
+    st = stages(DOCKERFILE)
+    missing = []
     for name in ("static", "final"):
         lines = " ".join(st.get(name, []))
-        for label in ("title", "description", "version", "licenses"):
-            check(f"org.opencontainers.image.{label}=" in lines, f"{name}: OCI label org.opencontainers.image.{label}")
-        check(re.search(r'HEALTHCHECK .*CMD \["(/usr/bin/)?sockferry", "check", "--pid", "1"\]', lines),
-              f"{name}: HEALTHCHECK sockferry check --pid 1 (the entrypoint's own -c or -F)")
-    users = [l for l in st.get("static", []) if l.startswith("USER ")]
-    check(users and re.fullmatch(r"USER (\d+):(\d+)", users[-1]) and not users[-1].startswith("USER 0"),
-          "static: runs as a non-root uid and gid", repr(users))
-    for doc in ("README.md", "packaging/README.md"):
-        copies = re.findall(r"^COPY --from=sockferry (\S+)", (root / doc).read_text(), re.M)
-        check(copies and all("-linux-gnu" not in c for c in copies) and "/usr/lib/sockferry/" in copies,
-              f"{doc}: COPY --from takes /usr/lib/sockferry/, the same on every architecture", repr(copies))
+        missing += [f"{name}: OCI label org.opencontainers.image.{label}"
+                    for label in ("title", "description", "version", "licenses")
+                    if f"org.opencontainers.image.{label}=" not in lines]
+        if not re.search(r'HEALTHCHECK .*CMD \["(/usr/bin/)?sockferry", "check", "--pid", "1"\]', lines):
+            missing.append(f"{name}: HEALTHCHECK sockferry check --pid 1 (the entrypoint's own -c or -F)")
+    assert not missing, missing
 
-    if yaml is None:
-        skip("compose.yaml", "python3-yaml is not installed (packaging/install-deps.sh installs it)")
-        return report()
-    compose_path = root / "packaging" / "docker" / "compose.yaml"
-    compose = yaml.safe_load(compose_path.read_text())
-    svc = compose["services"]["agent"]
-    build = svc.get("build") or {}
-    context = (compose_path.parent / build.get("context", "")).resolve()
-    check(context == root.resolve() and (context / build.get("dockerfile", "")).is_file(),
-          "compose.yaml: build: context is the source tree, its dockerfile exists there", repr(build))
-    sock = [v for v in svc.get("volumes", []) if v.endswith(":/run/host/dispatch.sock")]
+
+def test_the_static_image_runs_as_a_non_root_uid_and_gid():
+    users = [line for line in stages(DOCKERFILE).get("static", []) if line.startswith("USER ")]
+    assert users and re.fullmatch(r"USER (\d+):(\d+)", users[-1]) and not users[-1].startswith("USER 0"), users
+
+
+def test_the_readmes_copy_from_takes_usr_lib_sockferry_the_same_on_every_architecture():
+    for doc in ("README.md", "packaging/README.md"):
+        copies = re.findall(r"^COPY --from=sockferry (\S+)", (ROOT / doc).read_text(), re.M)
+        assert copies and all("-linux-gnu" not in c for c in copies) and "/usr/lib/sockferry/" in copies, \
+            f"{doc}: {copies!r}"
+
+
+def compose():
+    path = ROOT / "packaging" / "docker" / "compose.yaml"
+    return path, yaml_module().safe_load(path.read_text())
+
+
+def test_compose_yaml_build_context_is_the_source_tree_and_its_dockerfile_exists_there():
+    path, doc = compose()
+    build = doc["services"]["agent"].get("build") or {}
+    context = (path.parent / build.get("context", "")).resolve()
+    assert context == ROOT.resolve() and (context / build.get("dockerfile", "")).is_file(), repr(build)
+
+
+def test_compose_yaml_default_host_socket_is_under_a_directory_docker_desktop_shares_from_a_mac():
+    _, doc = compose()
+    sock = [v for v in doc["services"]["agent"].get("volumes", []) if v.endswith(":/run/host/dispatch.sock")]
     default = re.search(r"\$\{HOST_SOCKET:-([^}]+)\}", sock[0]).group(1) if sock else ""
-    check(re.match(r"/(Users|Volumes|private|tmp|var/folders)/", default),
-          "compose.yaml: the default host socket is under a directory Docker Desktop shares from a Mac", default)
-    return report()
+    assert re.match(r"/(Users|Volumes|private|tmp|var/folders)/", default), default
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sftap.main(sftap.tests_of(globals()))

@@ -25,62 +25,82 @@ import tempfile
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import sftap  # noqa: E402
 
-TAP = sftap.Tap()
-check = TAP.ok
-
+ap = argparse.ArgumentParser()
+ap.add_argument("--template", required=True)
+ap.add_argument("--install", required=True)
+ARGS = ap.parse_args()
 SOCKFERRY = "/opt/homebrew/bin/sockferry"
 
 
-def fill(install, home, sockferry=SOCKFERRY):
+def fill(home, sockferry=SOCKFERRY):
     env = dict(os.environ, HOME=home)
-    return subprocess.run(["sh", install, "--print", "--sockferry", sockferry],
+    return subprocess.run(["sh", ARGS.install, "--print", "--sockferry", sockferry],
                           env=env, capture_output=True, timeout=30)
 
 
-def check_agent(install, home):
-    p = fill(install, home)
-    if not check(p.returncode == 0, f"install.sh --print with HOME={home!r}", p.stderr.decode()):
-        return
+def agent_as_filled_for(home):
+    """The relay agent's plist as install.sh fills it with HOME=home, and its checks."""
+    p = fill(home)
+    assert p.returncode == 0, f"install.sh --print with HOME={home!r}: {p.stderr.decode()}"
     try:
         d = plistlib.loads(p.stdout)
     except Exception as e:  # plistlib raises several types for malformed XML
-        check(False, f"HOME={home!r}: plistlib reads the filled plist", f"{e}\n{p.stdout.decode()}")
-        return
-    check(isinstance(d, dict), f"HOME={home!r}: plistlib reads the filled plist as a dictionary")
-    check(d.get("Label") == "sockferry.relay", "Label is sockferry.relay", repr(d.get("Label")))
+        raise AssertionError(f"HOME={home!r}: plistlib cannot read the filled plist: {e}\n{p.stdout.decode()}")
+    assert isinstance(d, dict), f"HOME={home!r}: plistlib reads the filled plist as no dictionary"
+    assert d.get("Label") == "sockferry.relay", "Label is not sockferry.relay: %r" % d.get("Label")
     args = d.get("ProgramArguments")
     conf = f"{home}/.config/sockferry/sockferry.conf"
-    check(args == [SOCKFERRY, "relay", "-c", conf],
-          "ProgramArguments: the absolute binary, relay -c ~/.config/sockferry/sockferry.conf expanded",
-          repr(args))
-    check(d.get("RunAtLoad") is True, "RunAtLoad is true (started at login)", repr(d.get("RunAtLoad")))
-    check(d.get("KeepAlive") is True, "KeepAlive is true (restarted when it exits)", repr(d.get("KeepAlive")))
+    assert args == [SOCKFERRY, "relay", "-c", conf], \
+        "ProgramArguments: not the absolute binary, relay -c ~/.config/sockferry/sockferry.conf expanded: %r" % args
+    assert d.get("RunAtLoad") is True, "RunAtLoad is not true (started at login): %r" % d.get("RunAtLoad")
+    assert d.get("KeepAlive") is True, "KeepAlive is not true (restarted when it exits): %r" % d.get("KeepAlive")
     log = f"{home}/Library/Logs/sockferry/sockferry.log"
     for key in ("StandardOutPath", "StandardErrorPath"):
-        check(d.get(key) == log, f"{key} is ~/Library/Logs/sockferry/sockferry.log expanded", repr(d.get(key)))
+        assert d.get(key) == log, f"{key} is not ~/Library/Logs/sockferry/sockferry.log expanded: {d.get(key)!r}"
     strings = [v for v in d.values() if isinstance(v, str)] + list(args or [])
     paths = [s for s in strings if "/" in s]
-    check(all(s.startswith("/") for s in paths), "every path is absolute", repr(paths))
-    check(not any("@" in s or "~" in s or "$" in s for s in strings), "no placeholder, ~ or $ is left",
-          repr(strings))
+    assert all(s.startswith("/") for s in paths), "a path is not absolute: %r" % paths
+    assert not any("@" in s or "~" in s or "$" in s for s in strings), "a placeholder, ~ or $ is left: %r" % strings
 
 
-def check_rotation(install):
+def test_the_template_itself_is_a_well_formed_plist():
+    with open(ARGS.template, "rb") as f:
+        plistlib.loads(f.read())
+
+
+def test_the_templates_placeholders_are_sockferry_and_home_which_install_sh_fills():
+    with open(ARGS.template, "rb") as f:
+        found = set(re.findall(rb"@[A-Z_]+@", f.read()))
+    assert found == {b"@SOCKFERRY@", b"@HOME@"}, repr(found)
+
+
+def test_the_relay_agent_as_install_sh_fills_it():
+    agent_as_filled_for("/Users/ada")
+
+
+def test_a_home_holding_xml_and_sed_metacharacters_comes_through_intact():
+    agent_as_filled_for("/Users/a & <b> | c\\d")
+
+
+def rotation_agent():
     home = "/Users/ada"
-    env = dict(os.environ, HOME=home)
-    p = subprocess.run(["sh", install, "--print-logrotate"], env=env, capture_output=True, timeout=30)
-    if not check(p.returncode == 0, "install.sh --print-logrotate", p.stderr.decode()):
-        return
-    d = plistlib.loads(p.stdout)
-    relay = plistlib.loads(fill(install, home).stdout)
+    p = subprocess.run(["sh", ARGS.install, "--print-logrotate"], env=dict(os.environ, HOME=home),
+                       capture_output=True, timeout=30)
+    assert p.returncode == 0, "install.sh --print-logrotate: " + p.stderr.decode()
+    return plistlib.loads(p.stdout), plistlib.loads(fill(home).stdout)
+
+
+def test_the_rotation_agent_runs_sh_c_script_on_the_relay_agents_log_at_login_and_every_hour():
+    d, relay = rotation_agent()
     args = d.get("ProgramArguments") or []
-    check(d.get("Label") == "sockferry.logrotate", "the rotation agent's Label is sockferry.logrotate", repr(d.get("Label")))
-    check(len(args) == 5 and args[:2] == ["/bin/sh", "-c"] and args[4] == relay["StandardErrorPath"],
-          "the rotation agent runs /bin/sh -c SCRIPT on the relay agent's log", repr(args))
-    check(d.get("RunAtLoad") is True and d.get("StartInterval") == 3600,
-          "the rotation agent runs at login and every hour", repr(d))
-    if len(args) != 5:
-        return
+    assert d.get("Label") == "sockferry.logrotate", "the rotation agent's Label: %r" % d.get("Label")
+    assert len(args) == 5 and args[:2] == ["/bin/sh", "-c"] and args[4] == relay["StandardErrorPath"], repr(args)
+    assert d.get("RunAtLoad") is True and d.get("StartInterval") == 3600, repr(d)
+
+
+def test_the_rotation_script_copies_and_empties_a_log_above_1_mib_and_keeps_three():
+    args = rotation_agent()[0].get("ProgramArguments") or []
+    assert len(args) == 5, repr(args)
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "sockferry.log")
         rotate = lambda: subprocess.run(["sh", "-c", args[2], args[3], log], timeout=30, check=True)
@@ -88,17 +108,17 @@ def check_rotation(install):
         with open(log, "ab", buffering=0) as w:     # O_APPEND, as launchd opens it
             w.write(big * 100)
             rotate()
-            check(os.path.getsize(log) == 102400 and not os.path.exists(log + ".1"),
-                  "a log below 1 MiB is left alone")
+            assert os.path.getsize(log) == 102400 and not os.path.exists(log + ".1"), \
+                "a log below 1 MiB is not left alone"
             w.write(big * 1024)
             rotate()
-            check(os.path.getsize(log + ".1") == 1150976 and os.path.getsize(log) == 0,
-                  "above 1 MiB: copied to .1, emptied in place")
+            assert os.path.getsize(log + ".1") == 1150976 and os.path.getsize(log) == 0, \
+                "above 1 MiB: not copied to .1 and emptied in place"
             w.write(b"after\n")
             with open(log, "rb") as r:
                 got = r.read()
-            check(got == b"after\n", "the writer's next line is at the start of the log (O_APPEND, no hole)",
-                  repr(got[:40]) + f" ({len(got)} bytes)")
+            assert got == b"after\n", ("the writer's next line is not at the start of the log (O_APPEND, no hole): "
+                                       + repr(got[:40]) + f" ({len(got)} bytes)")
             for n in range(4):
                 w.write(b"%d" % n + big * 1100)
                 rotate()
@@ -107,38 +127,14 @@ def check_rotation(install):
             for f in kept:
                 with open(os.path.join(tmp, f), "rb") as r:
                     firsts.append(r.read(1))
-            check(kept == ["sockferry.log.1", "sockferry.log.2", "sockferry.log.3"] and firsts == [b"3", b"2", b"1"],
-                  "three old copies, newest first; the oldest goes", repr(list(zip(kept, firsts))))
+            assert kept == ["sockferry.log.1", "sockferry.log.2", "sockferry.log.3"] and firsts == [b"3", b"2", b"1"], \
+                "not three old copies, newest first: %r" % list(zip(kept, firsts))
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--template", required=True)
-    ap.add_argument("--install", required=True)
-    a = ap.parse_args()
-
-    with open(a.template, "rb") as f:
-        raw = f.read()
-    try:
-        plistlib.loads(raw)
-        check(True, "the template itself is a well-formed plist")
-    except Exception as e:
-        check(False, "the template itself is a well-formed plist", str(e))
-    check(set(re.findall(rb"@[A-Z_]+@", raw)) == {b"@SOCKFERRY@", b"@HOME@"},
-          "the template's placeholders are @SOCKFERRY@ and @HOME@, which install.sh fills",
-          repr(set(re.findall(rb"@[A-Z_]+@", raw))))
-
-    check_agent(a.install, "/Users/ada")
-    check_rotation(a.install)
-    check_agent(a.install, "/Users/a & <b> | c\\d")
-
-    p = fill(a.install, "/Users/ada", "bin/sockferry")
-    check(p.returncode == 64 and b"absolute" in p.stderr,
-          "a relative --sockferry is refused (exit 64, names the cause)",
-          f"status {p.returncode}: {p.stderr.decode()}")
-
-    return TAP.finish()
+def test_a_relative_sockferry_is_refused_exit_64_naming_the_cause():
+    p = fill("/Users/ada", "bin/sockferry")
+    assert p.returncode == 64 and b"absolute" in p.stderr, f"status {p.returncode}: {p.stderr.decode()}"
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sftap.main(sftap.tests_of(globals()))

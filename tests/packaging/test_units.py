@@ -21,16 +21,19 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import sftap  # noqa: E402
-from sfharness import Scene  # noqa: E402
+from sfharness import Scene, Skip, connect, need, recv_all, wait_for  # noqa: E402
 
 INSTANCE = "web"
-TAP = sftap.Tap()
-check = TAP.ok
+ap = argparse.ArgumentParser()
+ap.add_argument("--units", required=True)
+ap.add_argument("--sockferry", required=True)
+ARGS = ap.parse_args()
+SF = os.path.abspath(ARGS.sockferry)
+SVC_TEXT = (pathlib.Path(ARGS.units) / "sockferry@.service").read_text()
+SOCK_TEXT = (pathlib.Path(ARGS.units) / "sockferry@.socket").read_text()
 
 
 def unit_values(text):
@@ -42,129 +45,126 @@ def unit_values(text):
     return vals
 
 
-def echo_server(path):
-    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    srv.bind(path)
-    srv.listen(8)
-
-    def serve():
-        while True:
-            try:
-                c, _ = srv.accept()
-            except OSError:
-                return
-            with c:
-                data = b""
-                while True:
-                    b = c.recv(65536)
-                    if not b:
-                        break
-                    data += b
-                c.sendall(b"echo:" + data)
-
-    threading.Thread(target=serve, daemon=True).start()
-    return srv
+SVC, SOCK = unit_values(SVC_TEXT), unit_values(SOCK_TEXT)
+EXEC_START = SVC["ExecStart"][0]
+# Where the units expect the config: ".../sockferry/%i.conf" in ExecStart.
+CONF_IN = re.search(r"(\S+)/sockferry/%i\.conf", EXEC_START)
+SYSCONF = CONF_IN.group(1) if CONF_IN else "/etc"
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--units", required=True)
-    ap.add_argument("--sockferry", required=True)
-    a = ap.parse_args()
-    units = pathlib.Path(a.units)
-    sf = os.path.abspath(a.sockferry)
-    svc_text = (units / "sockferry@.service").read_text()
-    sock_text = (units / "sockferry@.socket").read_text()
-    svc, sock = unit_values(svc_text), unit_values(sock_text)
+def instance_tree(sc):
+    """A temporary tree (in sc) with the instance's configuration in its etc/sockferry/, a token
+    and the upstream's place; returns its path."""
+    tmp = pathlib.Path(sc.tmpdir(prefix="sf-units-"))
+    (tmp / "etc" / "sockferry").mkdir(parents=True)
+    subprocess.run([SF, "keygen", "-o", str(tmp / "token")], check=True, stderr=subprocess.DEVNULL)
+    (tmp / "etc" / "sockferry" / f"{INSTANCE}.conf").write_text(
+        "[sockferry]\nlog-level = info\n\n"
+        f"[{INSTANCE}]\nlisten = systemd:{INSTANCE}\nconnect = unix:{tmp / 'upstream.sock'}\n")
+    return tmp
 
+
+def test_execstart_reads_sysconfdir_sockferry_i_conf():
+    assert CONF_IN, EXEC_START
+
+
+def test_execstart_runs_sockferry_relay():
+    assert EXEC_START.split()[0].endswith("/sockferry") and " relay " in EXEC_START, EXEC_START
+
+
+def test_the_service_is_type_notify():
+    assert SVC.get("Type") == ["notify"], SVC.get("Type")
+
+
+def test_systemctl_reload_sends_sighup():
+    assert SVC.get("ExecReload") == ["/bin/kill -HUP $MAINPID"], SVC.get("ExecReload")
+
+
+def test_the_socket_is_named_after_the_instance():
+    assert SOCK.get("FileDescriptorName") == ["%i"], SOCK.get("FileDescriptorName")
+
+
+def test_the_default_listenstream_is_run_sockferry_i_sock():
+    listen = SOCK["ListenStream"][0].replace("%i", INSTANCE)
+    assert listen.startswith("/run/sockferry/"), listen
+
+
+def analyze_verify(unit):
+    """systemd-analyze verify on an instance of unit, with the paths moved to a temporary tree
+    and ExecStart pointing at the binary under test: any warning fails."""
+    need("systemd-analyze")
     with Scene() as sc:
-        tmp = pathlib.Path(sc.tmpdir(prefix="sf-units-"))
-        # Where the units expect the config: ".../sockferry/%i.conf" in ExecStart.
-        exec_start = svc["ExecStart"][0]
-        m = re.search(r"(\S+)/sockferry/%i\.conf", exec_start)
-        check(m, "ExecStart reads SYSCONFDIR/sockferry/%i.conf", exec_start)
-        check(exec_start.split()[0].endswith("/sockferry") and " relay " in exec_start,
-              "ExecStart runs sockferry relay", exec_start)
-        check(svc.get("Type") == ["notify"], "the service is Type=notify")
-        check(svc.get("ExecReload") == ["/bin/kill -HUP $MAINPID"], "systemctl reload sends SIGHUP (reload)",
-              str(svc.get("ExecReload")))
-        check(sock.get("FileDescriptorName") == ["%i"], "the socket is named after the instance")
-        sysconf = m.group(1) if m else "/etc"
-        etc = tmp / "etc"
-        (etc / "sockferry").mkdir(parents=True)
-        upstream = tmp / "upstream.sock"
-        token = tmp / "token"
-        subprocess.run([sf, "keygen", "-o", str(token)], check=True, stderr=subprocess.DEVNULL)
-        (etc / "sockferry" / f"{INSTANCE}.conf").write_text(
-            "[sockferry]\nlog-level = info\n\n"
-            f"[{INSTANCE}]\nlisten = systemd:{INSTANCE}\nconnect = unix:{upstream}\n")
-
-        # 1. systemd-analyze verify, on instances, with the paths moved to the temp tree.
+        tmp = instance_tree(sc)
         vdir = tmp / "units"
         vdir.mkdir()
-        for name, text in (("sockferry@.service", svc_text), ("sockferry@.socket", sock_text)):
-            text = text.replace(sysconf + "/sockferry/", f"{etc}/sockferry/")
-            text = re.sub(r"^ExecStart=\S+", f"ExecStart={sf}", text, flags=re.M)
+        for name, text in (("sockferry@.service", SVC_TEXT), ("sockferry@.socket", SOCK_TEXT)):
+            text = text.replace(SYSCONF + "/sockferry/", f"{tmp / 'etc'}/sockferry/")
+            text = re.sub(r"^ExecStart=\S+", f"ExecStart={SF}", text, flags=re.M)
             (vdir / name).write_text(text)
-        analyze = shutil.which("systemd-analyze")
-        if not analyze:
-            TAP.skip("systemd-analyze verify", "systemd-analyze is not installed")
-        else:
-            for inst in (f"sockferry@{INSTANCE}.service", f"sockferry@{INSTANCE}.socket"):
-                r = subprocess.run([analyze, "verify", "--man=no", str(vdir / inst)],
-                                   capture_output=True, text=True, cwd=vdir)
-                out = (r.stdout + r.stderr).strip()
-                check(r.returncode == 0 and not out, f"systemd-analyze verify {inst}", out)
+        r = subprocess.run(["systemd-analyze", "verify", "--man=no", str(vdir / f"sockferry@{INSTANCE}.{unit}")],
+                           capture_output=True, text=True, cwd=vdir)
+        out = (r.stdout + r.stderr).strip()
+        assert r.returncode == 0 and not out, out
 
-        # 2. Activation with the units' values.
-        activate = shutil.which("systemd-socket-activate")
-        if not activate:
-            TAP.skip("socket activation", "systemd-socket-activate is not installed")
-            return
-        srv = sc.enter_context(echo_server(str(upstream)))
+
+def test_systemd_analyze_verify_the_service():
+    analyze_verify("service")
+
+
+def test_systemd_analyze_verify_the_socket():
+    analyze_verify("socket")
+
+
+def notified(notify, msgs, what):
+    """Whether what came on the sd_notify socket notify (in msgs, or in the next messages, which
+    go to msgs too) before it timed out."""
+    try:
+        while not any(what in m for m in msgs):
+            msgs.append(notify.recv(4096).decode())
+    except OSError:
+        pass
+    return any(what in m for m in msgs)
+
+
+def test_a_client_goes_through_the_socket_activated_relay_which_says_ready_then_stopping_and_exits_0():
+    """Activation with the units' values: systemd-socket-activate listens where ListenStream=
+    says (moved into the temporary tree) with --fdname= the socket's FileDescriptorName=, then
+    runs the service's ExecStart; NOTIFY_SOCKET gets READY=1, then STOPPING=1 on SIGTERM
+    (Type=notify), and the relay exits 0."""
+    if not shutil.which("systemd-socket-activate"):
+        raise Skip("systemd-socket-activate is not installed")
+    with Scene() as sc:
+        tmp = instance_tree(sc)
+        sc.server("tagged", str(tmp / "upstream.sock"), "echo")
         notify = sc.enter_context(socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM))
-        notify_path = tmp / "notify"
-        notify.bind(str(notify_path))
+        notify.bind(str(tmp / "notify"))
         notify.settimeout(10)
-        listen = sock["ListenStream"][0].replace("%i", INSTANCE)
-        # The default address is a unix socket under /run; the test listens in its own tree.
-        check(listen.startswith("/run/sockferry/"), "the default ListenStream is /run/sockferry/%i.sock", listen)
-        listen_path = tmp / "run" / os.path.basename(listen)
+        listen_path = tmp / "run" / os.path.basename(SOCK["ListenStream"][0].replace("%i", INSTANCE))
         listen_path.parent.mkdir()
-        fdname = sock["FileDescriptorName"][0].replace("%i", INSTANCE)
-        argv = exec_start.replace("%i", INSTANCE).replace(sysconf + "/sockferry/", f"{etc}/sockferry/").split()
-        argv[0] = sf
-        env = dict(os.environ, NOTIFY_SOCKET=str(notify_path))
-        p = sc.popen([activate, "-l", str(listen_path), f"--fdname={fdname}", "-E", "NOTIFY_SOCKET"] + argv,
-                     env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        for _ in range(100):
-            if listen_path.exists():
-                break
-            time.sleep(0.05)
-        c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        c.settimeout(10)
-        reply = b""
+        fdname = SOCK["FileDescriptorName"][0].replace("%i", INSTANCE)
+        argv = EXEC_START.replace("%i", INSTANCE).replace(SYSCONF + "/sockferry/", f"{tmp / 'etc'}/sockferry/").split()
+        argv[0] = SF
+        p = sc.popen(["systemd-socket-activate", "-l", str(listen_path), f"--fdname={fdname}", "-E", "NOTIFY_SOCKET"]
+                     + argv, env=dict(os.environ, NOTIFY_SOCKET=str(tmp / "notify")), stdout=subprocess.DEVNULL,
+                     stderr=subprocess.PIPE, text=True)
+
+        def listening():
+            try:
+                return connect(str(listen_path))
+            except (FileNotFoundError, ConnectionRefusedError):
+                return None if p.poll() is None else "systemd-socket-activate exited %s" % p.returncode
+        c = wait_for(listening, what="systemd-socket-activate to listen")
+        assert not isinstance(c, str), c
         try:
-            c.connect(str(listen_path))
             c.sendall(b"ping")
             c.shutdown(socket.SHUT_WR)
-            while True:
-                b = c.recv(65536)
-                if not b:
-                    break
-                reply += b
+            reply = recv_all(c)
+            c.close()
         except OSError as e:
             reply = repr(e).encode()
-        finally:
-            c.close()
-        check(reply == b"echo:ping", "a client goes through the socket-activated relay", reply.decode(errors="replace"))
+        assert reply == b"echo:ping", "a client did not go through the socket-activated relay: %r" % reply
         msgs = []
-        try:
-            while not any("READY=1" in m for m in msgs):
-                msgs.append(notify.recv(4096).decode())
-        except OSError:
-            pass
-        check(any("READY=1" in m for m in msgs), "the relay sent READY=1 to NOTIFY_SOCKET", repr(msgs))
+        assert notified(notify, msgs, "READY=1"), "the relay sent no READY=1 to NOTIFY_SOCKET: %r" % msgs
         p.send_signal(signal.SIGTERM)
         try:
             rc = p.wait(timeout=15)
@@ -172,17 +172,9 @@ def main():
             p.kill()
             rc = p.wait()
         err = p.stderr.read()
-        try:
-            while not any("STOPPING=1" in m for m in msgs):
-                msgs.append(notify.recv(4096).decode())
-        except OSError:
-            pass
-        check(any("STOPPING=1" in m for m in msgs), "the relay sent STOPPING=1 on SIGTERM", repr(msgs))
-        check(rc == 0, "SIGTERM stops the relay with status 0", f"status {rc}\n{err}")
-        srv.close()
+        assert notified(notify, msgs, "STOPPING=1"), "the relay sent no STOPPING=1 on SIGTERM: %r" % msgs
+        assert rc == 0, f"SIGTERM stopped the relay with status {rc}\n{err}"
 
 
 if __name__ == "__main__":
-    sftap.unwind_on_sigterm()
-    main()
-    sys.exit(TAP.finish())
+    sftap.main(sftap.tests_of(globals()))

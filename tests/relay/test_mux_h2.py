@@ -4,16 +4,14 @@ pipe pair (tests/relay/mux_peer.c). Both directions must understand each other's
 HEADERS (sf-service, sf-status), DATA, flow control and END_STREAM, as doc/PROTOCOL.md says.
 
 TAP. argv[1]: the mux-peer program."""
+import contextlib
 import os
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import sftap  # noqa: E402
-
-TAP = sftap.Tap()
-check = TAP.ok
-skip = TAP.skip
+from sfharness import Skip  # noqa: E402
 
 try:
     import h2.config
@@ -77,7 +75,7 @@ def close_quietly(f):
         pass
 
 
-def our_client_to_h2_server():
+def test_our_client_to_h2_server():
     proc = subprocess.Popen([PEER, "client", "agent", "hello"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     conn = h2.connection.H2Connection(config=config(False))
@@ -106,18 +104,18 @@ def our_client_to_h2_server():
     close_quietly(proc.stdin)
     err = proc.stderr.read().decode()
     rc = proc.wait(timeout=10)
-    check(done and seen["ended"], "h2 server: our client's stream arrived and ended", err)
-    check(seen["headers"] == [(b"sf-service", b"agent")], "h2 server: the stream opens with sf-service: agent",
-          repr(seen["headers"]))
-    check(seen["data"] == b"hello", "h2 server: the client's bytes arrived as DATA", repr(seen["data"]))
-    check(all(seen["settings"].get(k) == v for k, v in WANT_SETTINGS.items()),
-          "h2 server: our SETTINGS are the ones doc/PROTOCOL.md lists", repr(seen["settings"]))
-    check(seen["window"] == 1048576 - 65535, "h2 server: our link window is raised with one WINDOW_UPDATE",
-          repr(seen["window"]))
-    check(rc == 0 and "status=0" in err and "data=world" in err, "our client read h2's answer and its end", err)
+    assert done and seen["ended"], "h2 server: our client's stream arrived and ended: " + err
+    assert seen["headers"] == [(b"sf-service", b"agent")], \
+        "h2 server: the stream opens with sf-service: agent: " + repr(seen["headers"])
+    assert seen["data"] == b"hello", "h2 server: the client's bytes arrived as DATA: " + repr(seen["data"])
+    assert all(seen["settings"].get(k) == v for k, v in WANT_SETTINGS.items()), \
+        "h2 server: our SETTINGS are the ones doc/PROTOCOL.md lists: " + repr(seen["settings"])
+    assert seen["window"] == 1048576 - 65535, \
+        "h2 server: our link window is raised with one WINDOW_UPDATE: " + repr(seen["window"])
+    assert rc == 0 and "status=0" in err and "data=world" in err, "our client read h2's answer and its end: " + err
 
 
-def h2_client_to_our_server():
+def test_h2_client_to_our_server():
     proc = subprocess.Popen([PEER, "server", "world"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     conn = h2.connection.H2Connection(config=config(True))
@@ -142,17 +140,19 @@ def h2_client_to_our_server():
     close_quietly(proc.stdin)
     err = proc.stderr.read().decode()
     rc = proc.wait(timeout=10)
-    check(rc == 0 and "service=docker" in err and "data=ping" in err,
-          "our server took h2's stream: sf-service and the bytes", err)
-    check(seen["headers"] is not None and (b"sf-status", b"0") in seen["headers"],
-          "h2 client: our answer carries sf-status: 0", repr(seen["headers"]))
-    check(done and seen["data"] == b"world" and seen["ended"], "h2 client: our bytes and END_STREAM arrived",
-          repr(seen))
+    assert rc == 0 and "service=docker" in err and "data=ping" in err, \
+        "our server took h2's stream: sf-service and the bytes: " + err
+    assert seen["headers"] is not None and (b"sf-status", b"0") in seen["headers"], \
+        "h2 client: our answer carries sf-status: 0: " + repr(seen["headers"])
+    assert done and seen["data"] == b"world" and seen["ended"], \
+        "h2 client: our bytes and END_STREAM arrived: " + repr(seen)
 
 
-if h2 is None:
-    skip("sockferry/2 against Python's h2", "python3-h2 is not installed (packaging/install-deps.sh installs it)")
-else:
-    our_client_to_h2_server()
-    h2_client_to_our_server()
-sys.exit(TAP.finish())
+def h2_installed():
+    if h2 is None:
+        raise Skip("python3-h2 is not installed (packaging/install-deps.sh installs it)")
+    return contextlib.nullcontext()
+
+
+if __name__ == "__main__":
+    sftap.main(sftap.tests_of(globals()), setup=h2_installed)

@@ -18,32 +18,14 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import sftap  # noqa: E402
-from sfharness import Scene, Skip, wait_for  # noqa: E402
+from sfharness import PYTHON, SOCKFERRY, Scene, Skip, need_root, wait_for  # noqa: E402
 
-SOCKFERRY = os.environ.get("SOCKFERRY", "sockferry")
 BUILD_ROOT = os.environ.get("SF_BUILD_ROOT", "")
-PYTHON = "/usr/bin/python3"
-
-
-def echo_server(sc, path):
-    """A host service on a unix socket in the scene sc: answers every line with "echo:" and
-    the line."""
-    ls = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    ls.bind(path)
-    ls.listen(64)
-
-    def answer(c):
-        with c:
-            c.settimeout(5)
-            data = c.recv(4096)
-            if data:
-                c.sendall(b"echo:" + data)
-    sc.serve(ls, answer)
 
 
 class Container:
-    """A scratch directory laid out like a container's filesystem, with a host-side echo
-    service, in the scene sc. D/ctr/run/ward/broker.sock is where clients expect the socket
+    """A scratch directory laid out like a container's filesystem, with a host-side service
+    that answers every line with "echo:" and the line (a tagged server), in the scene sc. D/ctr/run/ward/broker.sock is where clients expect the socket
     (the alias); sockferry listens on D/ctr/run/sockferry/broker.sock."""
 
     def __init__(self, sc):
@@ -56,7 +38,7 @@ class Container:
         self.upstream = os.path.join(self.dir, "host.sock")
         os.makedirs(self.host_empty)
         os.makedirs(self.alias)
-        echo_server(sc, self.upstream)
+        sc.server("tagged", self.upstream, "echo", thread=True)
         self.procs = []
         sc.callback(self.end_processes)
 
@@ -113,13 +95,6 @@ class Container:
             for f in (p.stdout, p.stderr):
                 if f:
                     f.close()
-
-
-@contextlib.contextmanager
-def container():
-    """Each test's fixture: a Container, torn down with everything it started."""
-    with Scene() as sc:
-        yield Container(sc)
 
 
 def kill_session(sid):
@@ -259,7 +234,7 @@ def test_alias_mount_point_is_left_for_the_preload_map(c):
 def test_alias_live_socket_is_left_alone(c):
     os.rmdir(c.alias)
     with Scene() as live:
-        echo_server(live, c.alias)
+        live.server("tagged", c.alias, "echo", thread=True)
         rc, out, log = c.run(["run", "-v", "--no-preload", "-F", c.forward(",alias=" + c.alias), "--"]
                              + py(CONNECT_NOW) + [c.alias], bind_alias=False)
     expect(rc == 0 and "echo:ping" in out, "rc %d, payload said %r" % (rc, out), log)
@@ -528,12 +503,12 @@ def test_every_forwarded_signal_reaches_the_payload(c):
 
 
 def test_signal_group_reaches_the_whole_process_group(c):
-    marker = c.path("grandchild-got-term")
-    child = "trap 'echo term > %s; exit 0' TERM; i=0; while [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done" % marker
+    marker, armed = c.path("grandchild-got-term"), c.path("grandchild-armed")
+    child = ("trap 'echo term > %s; exit 0' TERM; : > %s; i=0; while [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done"
+             % (marker, armed))
     p = c.start(["run", "--signal-group", "--", "/bin/sh", "-c",
                  "/bin/sh -c \"$1\" & echo started; wait", "sh", child])
-    wait_for(lambda: "started" in c.text("out"), 5, "the payload to start")
-    time.sleep(0.2)
+    wait_for(lambda: "started" in c.text("out") and os.path.exists(armed), 5, "the grandchild to set its trap")
     p.send_signal(signal.SIGTERM)
     rc = p.wait(5)
     expect(rc == 143, "exit status %d, expected 143" % rc, c.text("log"))
@@ -542,9 +517,10 @@ def test_signal_group_reaches_the_whole_process_group(c):
 
 # --- reaping and PID 1 ----------------------------------------------------------------------
 
-# Double-forks a grandchild that dies after 0.2 s as an orphan, then looks for zombies whose
-# parent is sockferry (its own parent) once the orphan is long gone. The grandchild reports who
-# adopted it: sockferry, as a subreaper or as PID 1.
+# Double-forks a grandchild that dies after 0.2 s as an orphan, then, once the orphan is gone
+# (reaped: no /proc entry, not even a zombie's; 5 s at most), looks for zombies whose parent is
+# sockferry (its own parent). The grandchild reports who adopted it (sockferry, as a subreaper
+# or as PID 1), and its pid.
 ORPHAN = """
 import os, sys, time
 sockferry = os.getppid()
@@ -552,13 +528,15 @@ r, w = os.pipe()
 if os.fork() == 0:
     if os.fork() == 0:
         time.sleep(0.1)
-        os.write(w, str(os.getppid()).encode())
+        os.write(w, ('%d %d' % (os.getppid(), os.getpid())).encode())
         time.sleep(0.1)
         os._exit(0)
     os._exit(0)
 os.wait()
-adopter = int(os.read(r, 32))
-time.sleep(1.0)
+adopter, orphan = map(int, os.read(r, 32).split())
+deadline = time.monotonic() + 5
+while os.path.exists('/proc/%d' % orphan) and time.monotonic() < deadline:
+    time.sleep(0.01)
 zombies = []
 for pid in os.listdir('/proc'):
     if pid.isdigit():
@@ -584,11 +562,17 @@ def test_orphan_is_reaped_as_pid_1(c):
     expect(rc == 0 and "sockferry=1 " in out, "payload said %r" % out.strip(), log)
 
 
+# The payload of the PID 1 tests: starts $1 in the background, waits until it has set its trap
+# (the file %s exists), then exits %d and leaves it behind.
+UNTIL_ARMED = '/bin/sh -c "$1" & while [ ! -e %s ]; do sleep 0.01; done; exit %d'
+
+
 def test_pid_1_terminates_the_processes_left_behind(c):
-    marker = c.path("leftover-got-term")
-    leftover = "trap 'echo term > %s; exit 0' TERM; i=0; while [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done" % marker
+    marker, armed = c.path("leftover-got-term"), c.path("leftover-armed")
+    leftover = ("trap 'echo term > %s; exit 0' TERM; : > %s; i=0; while [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done"
+                % (marker, armed))
     t0 = time.monotonic()
-    rc, out, log = c.run(["run", "--", "/bin/sh", "-c", "/bin/sh -c \"$1\" & sleep 0.3; exit 4", "sh", leftover],
+    rc, out, log = c.run(["run", "--", "/bin/sh", "-c", UNTIL_ARMED % (armed, 4), "sh", leftover],
                          bind_alias=False, pidns=True)
     took = time.monotonic() - t0
     expect(rc == 4, "exit status %d, expected 4" % rc, log)
@@ -597,9 +581,10 @@ def test_pid_1_terminates_the_processes_left_behind(c):
 
 
 def test_pid_1_grace_period_is_bounded(c):
-    stubborn = "trap '' TERM; i=0; while [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done"
+    armed = c.path("stubborn-armed")
+    stubborn = "trap '' TERM; : > %s; i=0; while [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done" % armed
     t0 = time.monotonic()
-    rc, out, log = c.run(["run", "--", "/bin/sh", "-c", "/bin/sh -c \"$1\" & sleep 0.3; exit 0", "sh", stubborn],
+    rc, out, log = c.run(["run", "--", "/bin/sh", "-c", UNTIL_ARMED % (armed, 0), "sh", stubborn],
                          bind_alias=False, pidns=True)
     took = time.monotonic() - t0
     expect(rc == 0, "exit status %d" % rc, log)
@@ -692,7 +677,11 @@ def as_app(c, xdg=False, extra=""):
         raise Skip("setpriv is not installed")
     os.chmod(c.upstream, 0o666)
     lines = ["set -e", "mount -t tmpfs -o mode=0755 sf-run /run", "mkdir /run/host",
-             "mount --bind %s /run/host" % c.dir, "mount -t tmpfs -o mode=1777 sf-tmp /tmp"]
+             "mount --bind %s /run/host" % c.dir,
+             # the binary from where uid 1000 reaches it under the fresh /tmp (a build tree
+             # under /tmp, as a CI clone may be, is hidden by it)
+             'install -m 0755 "$SOCKFERRY" /run/host/.sockferry', "SOCKFERRY=/run/host/.sockferry",
+             "mount -t tmpfs -o mode=1777 sf-tmp /tmp"]
     if xdg:
         lines += ["mkdir -p /run/user/%d" % APP, "chown %d:%d /run/user/%d" % (APP, APP, APP),
                   "chmod 0700 /run/user/%d" % APP, "export XDG_RUNTIME_DIR=/run/user/%d" % APP]
@@ -771,10 +760,9 @@ def test_a_token_the_user_cannot_read_says_what_fixes_it(c):
 
 @contextlib.contextmanager
 def as_root():
-    if os.geteuid() != 0:
-        raise Skip("needs root for namespaces")
+    need_root("for namespaces")
     yield
 
 
 if __name__ == "__main__":
-    sftap.main(sftap.tests_of(globals()), fixture=container, setup=as_root)
+    sftap.main(sftap.tests_of(globals()), fixture=Scene.of(Container), setup=as_root)

@@ -1,4 +1,4 @@
-/* The Windows side of the Wine tests (tests/windows/ci-stage.sh builds it; not shipped):
+/* The Windows side of the Wine tests (tests/ci/windows.sh builds it; not shipped):
  * services and clients on named pipes and TCP, written against the Win32 API only, so what
  * works here works for sockferry.exe's libuv on the same Wine.
  *

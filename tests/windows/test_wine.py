@@ -3,17 +3,19 @@
 
     client (python, in a network namespace: the "container", an empty directory bind-mounted
     where the socket goes)
-      -> Linux `sockferry relay` in that namespace: unix -> tcp:198.18.x.1:PORT, auth = token
-      -> `sockferry.exe relay` (Wine): tcp:198.18.x.1:PORT -> npipe:NAME, auth = token
+      -> Linux `sockferry relay` in that namespace: unix -> tcp:HOST:PORT, auth = token
+      -> `sockferry.exe relay` (Wine): tcp:HOST:PORT -> npipe:NAME, auth = token
       -> the named-pipe service: `sockferry.exe relay` listening on npipe:NAME -> a python
          server on this machine's loopback (Wine's processes are Linux processes), or
          tests/windows/npipe-service.exe for a pipe whose every instance is busy.
 
-Environment (tests/windows/ci-stage.sh sets it): SOCKFERRY (the Linux build), SF_EXE
+Environment (tests/ci/windows.sh sets it): SOCKFERRY (the Linux build), SF_EXE
 (sockferry.exe), SF_WINE (wine64), WINEPREFIX (a throw-away prefix, booted), SF_NPIPE_SERVICE
-(npipe-service.exe; the busy-pipe test skips without it, saying so). Each test gets a Scene
-(tests/lib/sfharness.py) for what it starts; the namespace lives for the whole run."""
+(npipe-service.exe; the busy-pipe test skips without it, saying so). HOST is the host end of
+the namespace's veth pair, from this program's /24 of 198.18.0.0/15 (sfharness.Net). Each test
+gets a Scene (tests/lib/sfharness.py) for what it starts; the namespace lives for the whole run."""
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -22,14 +24,14 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import sftap  # noqa: E402
-from sfharness import Relay, Scene, Skip, free_port, netns, run_sockferry, wait_for  # noqa: E402
+from sfharness import Net, Relay, Scene, Skip, free_port, run_sockferry, wait_for  # noqa: E402
 
+LIB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib")
 WINE = os.environ.get("SF_WINE", "/usr/lib/wine/wine64")
 EXE = os.environ.get("SF_EXE", "")
 NPIPE_SERVICE = os.environ.get("SF_NPIPE_SERVICE", "")
-NS = "sf-wine-%d" % os.getpid()
-HOST_IF, CONT_IF = "sfwh%d" % (os.getpid() % 10000), "sfwc%d" % (os.getpid() % 10000)
-HOST_IP, CONT_IP = "198.18.3.1", "198.18.3.2"
+NET = Net()
+HOST_IP = NET.host
 MIB = 1 << 20
 
 
@@ -99,7 +101,7 @@ class Chain:
         path = os.path.join(target, "agent.sock")
         self.cont = sc.relay(["relay", "-F", "cont:unix:%s=tcp:host.docker.internal:%d,auth=token,token-file=%s"
                               % (path, self.port, self.cont_token)],
-                             prefix=["ip", "netns", "exec", NS, "unshare", "-m", "--propagation", "private",
+                             prefix=["ip", "netns", "exec", NET.ns, "unshare", "-m", "--propagation", "private",
                                      "sh", "-c", 'mount --bind "$1" "$2" && shift 2 && exec "$@"', "sh",
                                      empty, target],
                              expect=None)
@@ -122,7 +124,9 @@ class Chain:
 
 
 def in_ns_python(code, *args, timeout=120):
-    p = subprocess.run(["ip", "netns", "exec", NS, sys.executable, "-c", code] + list(args),
+    """Python code in the namespace, tests/lib on its path."""
+    code = "import sys; sys.path.insert(0, %r)\n" % LIB + code
+    p = subprocess.run(["ip", "netns", "exec", NET.ns, sys.executable, "-c", code] + list(args),
                        capture_output=True, timeout=timeout)
     return p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
 
@@ -248,19 +252,12 @@ def test_a_thousand_sequential_connections_leave_no_handle_behind(sc):
                 "auth = token\ntoken-file = %s\n" % (c.control, HOST_IP, c.port, c.pipe, winpath(c.win_token)))
     c.win = sc.enter_context(WinRelay(["relay", "-c", winpath(conf)], listening=1))
     code = r'''
-import socket, sys
+from sfharness import echo_once
 n = int(sys.argv[2])
 for i in range(n):
-    s = socket.socket(socket.AF_UNIX); s.settimeout(30); s.connect(sys.argv[1])
     want = b"ping %d" % i
-    s.sendall(want)
-    r = b""
-    while len(r) < len(want):
-        b = s.recv(100)
-        if not b: break
-        r += b
-    assert r == want, (i, r)
-    s.close()
+    got = echo_once(sys.argv[1], want, timeout=30)
+    assert got == want, (i, got)
 print("ok")
 '''
     rc, out, err = in_ns_python(code, c.sock, "50")
@@ -275,19 +272,12 @@ print("ok")
 
 
 BURST = r'''
-import socket, sys, threading
+import threading
+from sfharness import echo_once
 n, ok = int(sys.argv[2]), []
 def one(i):
-    s = socket.socket(socket.AF_UNIX); s.settimeout(60); s.connect(sys.argv[1])
     want = b"burst %d " % i * 1000
-    s.sendall(want)
-    r = b""
-    while len(r) < len(want):
-        b = s.recv(65536)
-        if not b: break
-        r += b
-    s.close()
-    ok.append(r == want)
+    ok.append(echo_once(sys.argv[1], want, timeout=60) == want)
 ts = [threading.Thread(target=one, args=(i,)) for i in range(n)]
 [t.start() for t in ts]
 [t.join() for t in ts]
@@ -383,16 +373,14 @@ def test_config_errors_name_windows(sc):
     assert rc == 64, (rc, err)
 
 
-if __name__ == "__main__":
+@contextlib.contextmanager
+def wine_run_setup():
+    """The run: sockferry.exe there, and the namespace for its whole length."""
     if not EXE or not os.path.exists(EXE):
-        sftap.skip_all("SF_EXE (sockferry.exe) is not set")
-    sftap.main([
-        test_config_errors_name_windows,
-        test_data_both_ways_through_a_named_pipe,
-        test_half_close_keeps_the_late_answer_and_its_end,
-        test_wrong_token_refused_in_plain_words_on_both_sides,
-        test_check_on_windows,
-        test_a_thousand_sequential_connections_leave_no_handle_behind,
-        test_busy_pipe_is_waited_for_within_connect_timeout,
-        test_a_burst_of_clients_on_the_pipe_listener,
-    ], fixture=Scene, setup=lambda: netns(NS, HOST_IF, CONT_IF, HOST_IP, CONT_IP))
+        raise Skip("SF_EXE (sockferry.exe) is not set")
+    with NET.namespace():
+        yield
+
+
+if __name__ == "__main__":
+    sftap.main(sftap.tests_of(globals()), fixture=Scene, setup=wine_run_setup)

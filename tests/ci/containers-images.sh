@@ -1,14 +1,14 @@
 #!/bin/bash
-# CI stage: sockferry's container images in a real engine (Debian 12's docker.io, BuildKit,
-# docker-compose 1.29), against a host relay on this machine. As root on Debian 12:
+# CI stage, the first part of tests/ci/containers.sh: sockferry's container images in a real
+# engine (Debian 12's docker.io, BuildKit, docker-compose 1.29), against a host relay on this
+# machine. As root on Debian 12:
 #
-#   tests/containers/ci-stage.sh        exit 0 PASS, 1 FAIL, 77 SKIP (dockerd cannot start here)
+#   tests/ci/containers-images.sh     exit 0 PASS, 1 FAIL, 77 SKIP (dockerd cannot start here)
 #
-# The engine is private to the stage and touches no network: its own socket, data and exec
-# roots and config file; no bridge, no iptables, no forwarding, so no private address range is
-# ever created, and every container uses --network host. dockerd runs with a proxy that
-# refuses at once, so nothing is pulled from a registry: the Debian base image is built with
-# mmdebstrap from this machine's apt sources and imported. Everything is removed at the end.
+# The engine (tests/ci/engine.sh: private, no network, no registry) is the one
+# tests/ci/containers.sh started, or one of its own when run alone; every container uses
+# --network host. Nothing is pulled: the Debian base image is built with mmdebstrap from this
+# machine's apt sources and imported. Everything this part made is removed at the end.
 #
 # Checks (doc: packaging/README.md, "Containers"):
 #   images     packaging/docker/Dockerfile, the final (Debian slim) and the static (scratch)
@@ -34,112 +34,31 @@
 #              attach -> the container's socket removed
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
+. "$src/tests/lib/stage.sh" containers-images
+. "$src/tests/ci/engine.sh"
 DOCKER=/usr/bin/docker   # Debian's CLI: another docker earlier on PATH may lack what is used here
-t0=$SECONDS
 
-say() { printf 'containers: %s\n' "$*"; }
-fail() { printf 'containers: FAIL: %s\n' "$*" >&2; exit 1; }
-skip() { printf 'containers: SKIP: %s\n' "$*"; exit 77; }
-
-[ "$(id -u)" = 0 ] || skip "needs root (apt-get, dockerd)"
-
-# ---- packages: nothing may start at install time (PID 1 is not systemd here) ----
-need=()
-for p in docker.io docker-compose mmdebstrap python3-yaml curl openssh-client; do
-        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
-done
-if ((${#need[@]})); then
-        made_policy=""
-        if [ ! -e /usr/sbin/policy-rc.d ]; then
-                printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
-                chmod 0755 /usr/sbin/policy-rc.d
-                made_policy=1
-        fi
-        rc=0
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" \
-                >/tmp/sockferry-containers-apt.log 2>&1 || rc=$?
-        [ -z "$made_policy" ] || rm -f /usr/sbin/policy-rc.d
-        if [ "$rc" != 0 ]; then
-                tail -20 /tmp/sockferry-containers-apt.log >&2
-                fail "apt-get install ${need[*]} failed (exit $rc)"
-        fi
-        rm -f /tmp/sockferry-containers-apt.log
-        say "installed ${need[*]} ($((SECONDS - t0)) s)"
-fi
-
-# ---- state, and one cleanup for every way out ----
+needs_root "apt-get, dockerd"
+engine_install docker.io docker-compose mmdebstrap python3-yaml curl openssh-client
 W=$(mktemp -d /tmp/sockferry-containers.XXXXXX)
-export DOCKER_HOST="unix://$W/docker.sock"
-droot=/var/lib/sockferry-ci-docker.${W##*.}
-xroot=/run/sockferry-ci-docker.${W##*.}
-dockerd_pid="" relay_pid="" service_pid="" mac_relay="" agent_pid="" attach_pid="" made_key="" made_dirs=()
-cleanup() {
-        local rc=$?
-        set +e
-        if [ -n "$dockerd_pid" ] && kill -0 "$dockerd_pid" 2>/dev/null; then
-                if [ -f "$W/compose/compose.yaml" ]; then
-                        (cd "$W/compose" && docker-compose -p sockferry-ci -f compose.yaml -f ci.override.yaml \
-                                down -v --timeout 5 >/dev/null 2>&1)
-                fi
-                ids=$("$DOCKER" ps -aq --filter label=sockferry-ci)
-                [ -z "$ids" ] || "$DOCKER" rm -f -v $ids >/dev/null
-                kill -TERM "$dockerd_pid"
-                for _ in $(seq 150); do kill -0 "$dockerd_pid" 2>/dev/null || break; sleep 0.1; done
-                kill -0 "$dockerd_pid" 2>/dev/null && kill -KILL "$dockerd_pid"
+cleanup 'rm -rf "$W"'
+cleanup '[ "$stage_status" = 0 ] || [ -z "${SF_KEEP_LOGS:-}" ] || cp -r "$W" "$SF_KEEP_LOGS"'
+engine_start docker
+relay_pid="" service_pid="" mac_relay="" agent_pid="" attach_pid=""
+# What this part made in the engine (the engine itself may serve the next part).
+remove_containers() {
+        if [ -f "$W/compose/compose.yaml" ]; then
+                (cd "$W/compose" && docker-compose -p sockferry-ci -f compose.yaml -f ci.override.yaml \
+                        down -v --timeout 5 >/dev/null 2>&1)
         fi
-        [ -z "$dockerd_pid" ] || wait "$dockerd_pid" 2>/dev/null
-        for p in $attach_pid $relay_pid $service_pid $mac_relay $agent_pid; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-        # dockerd leaves its nsfs mount behind (and overlay mounts if it was killed).
-        grep -E " ($xroot|$droot)[/ ]" /proc/self/mounts | awk '{print $2}' | sort -r |
-                while read -r m; do umount -l "$m"; done
-        [ -z "$made_key" ] || rm -f /etc/docker/key.json
-        for ((i = ${#made_dirs[@]} - 1; i >= 0; i--)); do [ ! -d "${made_dirs[i]}" ] || rmdir "${made_dirs[i]}"; done
-        # Images, build cache and volumes are all in the private data root.
-        rm -rf "$droot" "$xroot"
-        [ "$rc" = 0 ] || [ -z "${SF_KEEP_LOGS:-}" ] || cp -r "$W" "$SF_KEEP_LOGS"
-        rm -rf "$W"
-        if [ "$rc" = 0 ]; then
-                say "PASS ($((SECONDS - t0)) s)"
-        fi
-        exit "$rc"
+        local ids
+        ids=$("$DOCKER" ps -aq --filter label=sockferry-ci)
+        [ -z "$ids" ] || "$DOCKER" rm -f -v $ids >/dev/null
 }
-trap cleanup EXIT
-
-# ---- the engine ----
-cat >"$W/daemon.json" <<'EOF'
-{
-  "bridge": "none",
-  "iptables": false,
-  "ip6tables": false,
-  "ip-forward": false,
-  "ip-masq": false,
-  "host-gateway-ip": "127.0.0.1",
-  "storage-driver": "overlay2"
-}
-EOF
-# Whatever its roots, dockerd 20.10 writes a trust key to /etc/docker/key.json and makes
-# /run/docker/plugins and (its containerd) /run/containerd/s: removed at the end unless they
-# were there before.
-[ -e /etc/docker/key.json ] || made_key=1
-for d in /run/docker /run/docker/plugins /run/containerd /run/containerd/s; do
-        [ -e "$d" ] || made_dirs+=("$d")
-done
-HTTP_PROXY=http://127.0.0.1:9 HTTPS_PROXY=http://127.0.0.1:9 NO_PROXY= \
-        setsid /usr/sbin/dockerd --config-file "$W/daemon.json" -H "$DOCKER_HOST" \
-        --data-root "$droot" --exec-root "$xroot" --pidfile "$W/dockerd.pid" \
-        >"$W/dockerd.log" 2>&1 </dev/null &
-dockerd_pid=$!
-for _ in $(seq 300); do
-        "$DOCKER" version >/dev/null 2>&1 && break
-        kill -0 "$dockerd_pid" 2>/dev/null || break
-        sleep 0.1
-done
-if ! "$DOCKER" version >/dev/null 2>&1; then
-        tail -5 "$W/dockerd.log" | sed 's/^/containers: dockerd: /'
-        skip "dockerd does not start on this machine (its log above)"
-fi
+cleanup remove_containers
+cleanup 'for p in $attach_pid $relay_pid $service_pid $mac_relay $agent_pid; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done'
 versions="dockerd $("$DOCKER" version -f '{{.Server.Version}}'), CLI $("$DOCKER" version -f '{{.Client.Version}}'), $(docker-compose version --short | sed 's/^/docker-compose /'), containerd $("$DOCKER" version -f '{{range .Server.Components}}{{if eq .Name "containerd"}}{{.Version}}{{end}}{{end}}')"
-say "engine up: $versions ($((SECONDS - t0)) s)"
+say "engine: $versions"
 
 # ---- the Debian base image, from this machine's apt sources (no registry) ----
 sources=()
@@ -157,7 +76,7 @@ setsid -w mmdebstrap --quiet --variant=minbase --format=tar \
 "$DOCKER" import "$W/base.tar" debian:bookworm-slim >/dev/null
 rm -f "$W/base.tar"
 "$DOCKER" tag debian:bookworm-slim debian:bookworm
-say "base image debian:bookworm(-slim) from mmdebstrap minbase ($((SECONDS - t0)) s)"
+say "base image debian:bookworm(-slim) from mmdebstrap minbase ($(stage_seconds) s)"
 
 # ---- the project's images ----
 build() {
@@ -170,7 +89,7 @@ build -f "$src/packaging/docker/Dockerfile" --target static -t sockferry:static 
 build -t sockferry-ci-client - <"$src/tests/containers/app.Dockerfile"
 size_final=$("$DOCKER" image inspect -f '{{.Size}}' sockferry)
 size_static=$("$DOCKER" image inspect -f '{{.Size}}' sockferry:static)
-say "images: sockferry $((size_final / 1024 / 1024)) MiB, sockferry:static $size_static bytes ($((SECONDS - t0)) s)"
+say "images: sockferry $((size_final / 1024 / 1024)) MiB, sockferry:static $size_static bytes ($(stage_seconds) s)"
 [ "$size_static" -le $((5 * 1024 * 1024)) ] || fail "sockferry:static is $size_static bytes, more than 5 MiB"
 
 # The preload library where the .deb puts it, and nowhere else.
@@ -406,7 +325,7 @@ say "sidecar: prepare (uid 65532) copied the token (0400) and made the socket di
 expect "sidecar exit status" 0 "$("$DOCKER" inspect -f '{{.State.ExitCode}}' sf-ci-sidecar)"
 
 # ---- doc/MACOS.md §5: its container commands as written ----
-# The blocks marked "tests/containers/ci-stage.sh runs it" there, in a shell where `docker`
+# The blocks marked "tests/ci/containers-images.sh runs it" there, in a shell where `docker`
 # adds what this engine needs (host network, host.docker.internal = the loopback, a label for
 # the cleanup) and ~ is a scratch home holding the token; 7777 is the port of an ssh-agent's
 # host relay here. ssh-add -l in the container must list the agent's key.
@@ -424,7 +343,7 @@ for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$PORT2") 2>/dev/null && bre
 python3 - "$src/doc/MACOS.md" >"$W/mac/blocks.sh" <<'PY' || fail "macos §5: no block of doc/MACOS.md is marked for this stage"
 import re, sys
 text = open(sys.argv[1]).read()
-blocks = re.findall(r"<!-- doctest: skip [^>]*tests/containers/ci-stage\.sh runs it[^>]*-->\n```sh\n(.*?)```", text, re.S)
+blocks = re.findall(r"<!-- doctest: skip [^>]*tests/ci/containers-images\.sh runs it[^>]*-->\n```sh\n(.*?)```", text, re.S)
 if not blocks:
     sys.exit(1)
 print("".join(blocks))
@@ -464,15 +383,6 @@ say "compose: docker-compose up of packaging/docker/compose.yaml, healthy in $s 
 # attach here (the static binary) runs `docker exec -i -u 0 CONTAINER sockferry link --stdio`
 # into a container with no network at all; its /run/host is a directory of this machine, so
 # curl here reaches the socket the far end made there, through attach to the host service.
-wait_attached() { # LOG COUNT: the far end ready COUNT times
-        for _ in $(seq 300); do
-                [ "$(grep -c 'far end: ready' "$1")" -ge "$2" ] && return 0
-                kill -0 "$attach_pid" 2>/dev/null || break
-                sleep 0.1
-        done
-        cat "$1" >&2
-        fail "attach: the far end was not ready ($2) within 30 s"
-}
 attach_check() { # NAME IMAGE [attach options...]
         local name=$1 image=$2 dir=$W/attach-$1 log=$W/attach-$1.log rc=0 got
         shift 2

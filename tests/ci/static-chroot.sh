@@ -6,39 +6,43 @@
 # qemu-ARCH-static, copied into the chroot with it (a static emulator: it needs nothing else
 # there); without that emulator it is a failure, not a skip: the release ships it.
 # Needs root (chroot), python3 and curl.
-# Usage: tests/packaging/static-chroot.sh OUTDIR        (build-static.sh's OUTDIR: every
+# Usage: tests/ci/static-chroot.sh OUTDIR        (build-static.sh's OUTDIR: every
 #        OUTDIR/linux-ARCH/sockferry)
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
+. "$src/tests/lib/stage.sh" static-chroot
 dir=$(realpath "${1:?usage: static-chroot.sh OUTDIR (of packaging/linux/build-static.sh)}")
-step() { printf 'static-chroot: %s\n' "$*"; }
 version=$(meson introspect --projectinfo "$src/meson.build" | python3 -c 'import json,sys; print(json.load(sys.stdin)["version"])')
 bins=("$dir"/linux-*/sockferry)
-[ -e "${bins[0]}" ] || { echo "static-chroot: no $dir/linux-*/sockferry" >&2; exit 1; }
+[ -e "${bins[0]}" ] || fail "no $dir/linux-*/sockferry"
+
+# The current chroot's processes and directories; safe to call twice.
+pids=() root="" www=""
+chroot_done() {
+        local p
+        for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+        wait 2>/dev/null
+        pids=()
+        [ -z "$root" ] || rm -rf "$root" "$root.relay.log"
+        [ -z "$www" ] || rm -rf "$www"
+        root="" www=""
+}
+cleanup chroot_done
 
 # check_binary BIN: BIN (linux-ARCH/sockferry) in a chroot of its own.
 check_binary() {
-        local bin=$1 arch root www run how qemu v port got
-        pids=()
+        local bin=$1 arch run how qemu v port got
         arch=$(basename "$(dirname "$bin")")
         arch=${arch#linux-}
         if readelf -l "$bin" | grep -q 'Requesting program interpreter'; then
-                echo "static-chroot: $bin has a program interpreter: not a static binary" >&2
-                exit 1
+                fail "$bin has a program interpreter: not a static binary"
         fi
         if readelf -d "$bin" | grep -q NEEDED; then
-                echo "static-chroot: $bin needs shared libraries:" >&2
-                readelf -d "$bin" | grep NEEDED >&2
-                exit 1
+                readelf -d "$bin" | grep NEEDED
+                fail "$bin needs shared libraries (above)"
         fi
-        step "$bin: static ($(readelf -h "$bin" | awk '/Type:/ {print $2}'), no interpreter, no NEEDED), $(stat -c %s "$bin") bytes"
+        say "$bin: static ($(readelf -h "$bin" | awk '/Type:/ {print $2}'), no interpreter, no NEEDED), $(stat -c %s "$bin") bytes"
         root=$(mktemp -d /tmp/sockferry-chroot.XXXXXX)
-        cleanup() {
-                for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-                wait 2>/dev/null || true
-                rm -rf "$root"
-        }
-        trap cleanup EXIT
         mkdir -p "$root/etc" "$root/tmp"
         chmod 1777 "$root/tmp"
         cp "$bin" "$root/sockferry"
@@ -47,7 +51,7 @@ check_binary() {
         how=
         if [ "$arch" != "$(uname -m)" ]; then
                 qemu=$(command -v "qemu-$arch-static") ||
-                        { echo "static-chroot: $bin is $arch: qemu-$arch-static is needed to run it (apt-get install qemu-user-static)" >&2; exit 1; }
+                        fail "$bin is $arch: qemu-$arch-static is needed to run it (apt-get install qemu-user-static)"
                 cp "$qemu" "$root/qemu"
                 run=(/qemu /sockferry)
                 how=" under $(basename "$qemu")"
@@ -59,13 +63,12 @@ check_binary() {
         fi
 
         v=$(chroot "$root" "${run[@]}" --version)
-        [ "$v" = "sockferry $version" ] || { echo "static-chroot: --version printed '$v'" >&2; exit 1; }
-        step "chroot$how: $v"
+        [ "$v" = "sockferry $version" ] || fail "--version printed '$v'"
+        say "chroot$how: $v"
 
         # A real HTTP server outside the chroot, on a free loopback port.
         www="$root.www"
         mkdir -p "$www"
-        trap 'cleanup; rm -rf "$www"' EXIT
         echo "served from outside the chroot" >"$www/index.html"
         port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
         python3 -m http.server --bind 127.0.0.1 --directory "$www" "$port" >/dev/null 2>&1 &
@@ -81,21 +84,15 @@ check_binary() {
         done
         got=$(curl -sS --max-time 10 --unix-socket "$root/tmp/web.sock" http://sockferry/index.html) || true
         if [ "$got" != "served from outside the chroot" ]; then
-                echo "static-chroot: the forward did not work; relay log:" >&2
-                cat "$root.relay.log" >&2
-                rm -f "$root.relay.log"
-                exit 1
+                cat "$root.relay.log"
+                fail "the forward did not work (the relay's log above)"
         fi
         if grep -qi 'error\|warn' "$root.relay.log"; then
-                echo "static-chroot: the relay logged errors or warnings:" >&2
-                cat "$root.relay.log" >&2
-                exit 1
+                cat "$root.relay.log"
+                fail "the relay logged errors or warnings (above)"
         fi
-        rm -f "$root.relay.log"
-        step "$arch$how: forward unix:/tmp/web.sock -> tcp:host.docker.internal:$port (resolved from /etc/hosts in the chroot): OK"
-        cleanup
-        rm -rf "$www"
-        trap - EXIT
+        say "$arch$how: forward unix:/tmp/web.sock -> tcp:host.docker.internal:$port (resolved from /etc/hosts in the chroot): OK"
+        chroot_done
 }
 for bin in "${bins[@]}"; do
         check_binary "$bin"

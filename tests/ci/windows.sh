@@ -12,13 +12,14 @@
 #   4. tests/windows/tokenfile.sh (the token file's owner and DACL checks) and
 #      tests/windows/test_wine.py: sockferry.exe under Wine end to end (its environment: SF_EXE,
 #      SF_WINE, WINEPREFIX, SF_NPIPE_SERVICE, SOCKFERRY).
-# Usage: tests/windows/ci-stage.sh [LINUX_BUILD_DIR]  (default build-ci: the Linux sockferry
-# the end-to-end tests talk to; SF_WINDOWS_OUT=DIR keeps the sockferry.exe it tested there, for
-# packaging/release.sh). Exit 0 passed, 77 skipped (the reason is printed), 1 failed;
-# one closing line "windows-wine: PASS|SKIP|FAIL ...".
+# Usage: tests/ci/windows.sh [LINUX_BUILD_DIR]  (default build-ci: the Linux sockferry the
+# end-to-end tests talk to; SF_WINDOWS_OUT=DIR keeps the sockferry.exe it tested there, for
+# packaging/release.sh). Exit 0 passed, 77 skipped (the reason is printed), 1 failed
+# (tests/lib/stage.sh); one closing line "windows-wine: PASS|SKIP|FAIL ...".
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+. "$root/tests/lib/stage.sh" windows-wine
 linux_build=$(cd "${1:-$root/build-ci}" 2>/dev/null && pwd || echo "${1:-$root/build-ci}")
 wine=/usr/lib/wine/wine64
 tmp=$(mktemp -d /tmp/sockferry-wine.XXXXXX)
@@ -28,18 +29,9 @@ export WINEPREFIX=$tmp/prefix WINEDEBUG=-all
 export WINEDLLOVERRIDES="mscoree,mshtml=,winemenubuilder.exe=d"
 unset DISPLAY WAYLAND_DISPLAY
 pids=()
-cleanup() {
-        local p
-        for p in "${pids[@]}"; do
-                kill "$p" 2>/dev/null
-        done
-        [ -x "$wine" ] && [ -d "$WINEPREFIX" ] && wineserver -k 2>/dev/null
-        rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() { echo "windows-wine: FAIL $*"; exit 1; }
-skip() { echo "windows-wine: SKIP $*"; exit 77; }
-say() { printf '%s  %s\n' "$(date -u +%T)" "$*"; }
+cleanup 'rm -rf "$tmp"'
+cleanup '[ -x "$wine" ] && [ -d "$WINEPREFIX" ] && wineserver -k 2>/dev/null'
+cleanup 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done'
 elapsed() { echo $(($(date +%s%N) / 1000000 - $1)); }
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
@@ -180,5 +172,5 @@ linux_exe=$linux_build/shim/sockferry
 SF_WINE="$wine" SF_EXE="$exe" SF_NPIPE_SERVICE="$svc" SOCKFERRY="$linux_exe" \
         flock /tmp/sf-e2e.lock python3 "$root/tests/windows/test_wine.py" || fail "tests/windows/test_wine.py (its TAP is above)"
 
-echo "windows-wine: PASS sockferry.exe built in $((build_ms / 1000)) s, Wine prefix in ${boot_ms} ms;" \
+say "sockferry.exe built in $((build_ms / 1000)) s, Wine prefix in ${boot_ms} ms;" \
         "named pipes, busy-pipe wait, TCP both ways, handle counts; AF_UNIX refused; token files; sockferry.exe end to end"

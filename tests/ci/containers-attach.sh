@@ -1,11 +1,12 @@
 #!/bin/bash
-# CI stage (issue 25): `sockferry attach` with a real engine (Debian's docker.io), in a minute
-# and without a registry or an image build: a private dockerd (its own socket, data and exec
-# roots; no bridge, no iptables), and two images imported from this machine's own binaries:
+# CI stage (issue 25), the second part of tests/ci/containers.sh: `sockferry attach` with a
+# real engine (Debian's docker.io), in a minute and without a registry or an image build: the
+# private dockerd of tests/ci/engine.sh (tests/ci/containers.sh's, or one of its own when run
+# alone), and two images imported from this machine's own binaries:
 # "plain" (sh, sleep, uname, mkdir and their libraries: no sockferry) and "with" (plain and the
 # build's sockferry with its libraries). As root:
 #
-#   tests/containers/attach-stage.sh BUILD_DIR    exit 0 PASS, 1 FAIL, 77 SKIP (no dockerd here)
+#   tests/ci/containers-attach.sh BUILD_DIR    exit 0 PASS, 1 FAIL, 77 SKIP (no dockerd here)
 #
 # Checks: attach --engine docker into a container with no network at all (its /run/host a
 # directory of this machine, so a client here reaches the socket the far end made there):
@@ -20,75 +21,24 @@
 # it runs as root.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
-build=$(cd "${1:?build directory}" && pwd)
+. "$src/tests/lib/stage.sh" containers-attach
+. "$src/tests/ci/engine.sh"
+build=$(cd "${1:?usage: tests/ci/containers-attach.sh BUILD_DIR}" && pwd)
 SF=$build/shim/sockferry
 DOCKER=/usr/bin/docker
-t0=$SECONDS
 
-say() { printf 'attach-stage: %s\n' "$*"; }
-fail() { printf 'attach-stage: FAIL: %s\n' "$*" >&2; exit 1; }
-skip() { printf 'attach-stage: SKIP: %s\n' "$*"; exit 77; }
-
-[ "$(id -u)" = 0 ] || skip "needs root (dockerd)"
-[ -x /usr/sbin/dockerd ] && [ -x "$DOCKER" ] || skip "no dockerd here (Debian's docker.io; tests/containers/ci-stage.sh installs it)"
+needs_root "dockerd"
 [ -x "$SF" ] || fail "no sockferry at $SF"
-
 W=$(mktemp -d /tmp/sockferry-attach.XXXXXX)
 chmod 0755 "$W"
-export DOCKER_HOST="unix://$W/docker.sock"
-droot=/var/lib/sockferry-attach-docker.${W##*.}
-xroot=/run/sockferry-attach-docker.${W##*.}
-dockerd_pid="" attach_pid="" service_pid="" made_key="" made_dirs=()
-cleanup() {
-        local rc=$?
-        set +e
-        for p in $attach_pid $service_pid; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-        if [ -n "$dockerd_pid" ] && kill -0 "$dockerd_pid" 2>/dev/null; then
-                ids=$("$DOCKER" ps -aq)
-                [ -z "$ids" ] || "$DOCKER" rm -f -v $ids >/dev/null
-                kill -TERM "$dockerd_pid"
-                for _ in $(seq 150); do kill -0 "$dockerd_pid" 2>/dev/null || break; sleep 0.1; done
-                kill -0 "$dockerd_pid" 2>/dev/null && kill -KILL "$dockerd_pid"
-        fi
-        [ -z "$dockerd_pid" ] || wait "$dockerd_pid" 2>/dev/null
-        grep -E " ($xroot|$droot)[/ ]" /proc/self/mounts | awk '{print $2}' | sort -r |
-                while read -r m; do umount -l "$m"; done
-        [ -z "$made_key" ] || rm -f /etc/docker/key.json
-        for ((i = ${#made_dirs[@]} - 1; i >= 0; i--)); do [ ! -d "${made_dirs[i]}" ] || rmdir "${made_dirs[i]}"; done
-        rm -rf "$droot" "$xroot"
-        [ "$rc" = 0 ] || [ -z "${SF_KEEP_LOGS:-}" ] || cp -r "$W" "$SF_KEEP_LOGS"
-        rm -rf "$W"
-        [ "$rc" != 0 ] || say "PASS ($((SECONDS - t0)) s)"
-        exit "$rc"
-}
-trap cleanup EXIT
-
-# ---- the engine ----
-cat >"$W/daemon.json" <<'EOF'
-{ "bridge": "none", "iptables": false, "ip6tables": false, "ip-forward": false, "ip-masq": false,
-  "storage-driver": "overlay2" }
-EOF
-# dockerd 20.10 writes a trust key to /etc/docker/key.json and makes /run/docker/plugins and
-# /run/containerd/s whatever its roots: removed at the end unless they were there before.
-[ -e /etc/docker/key.json ] || made_key=1
-for d in /run/docker /run/docker/plugins /run/containerd /run/containerd/s; do
-        [ -e "$d" ] || made_dirs+=("$d")
-done
-HTTP_PROXY=http://127.0.0.1:9 HTTPS_PROXY=http://127.0.0.1:9 NO_PROXY= \
-        setsid /usr/sbin/dockerd --config-file "$W/daemon.json" -H "$DOCKER_HOST" \
-        --data-root "$droot" --exec-root "$xroot" --pidfile "$W/dockerd.pid" \
-        >"$W/dockerd.log" 2>&1 </dev/null &
-dockerd_pid=$!
-for _ in $(seq 300); do
-        "$DOCKER" version >/dev/null 2>&1 && break
-        kill -0 "$dockerd_pid" 2>/dev/null || break
-        sleep 0.1
-done
-if ! "$DOCKER" version >/dev/null 2>&1; then
-        tail -5 "$W/dockerd.log" | sed 's/^/attach-stage: dockerd: /'
-        skip "dockerd does not start on this machine (its log above)"
-fi
-say "engine up: dockerd $("$DOCKER" version -f '{{.Server.Version}}') ($((SECONDS - t0)) s)"
+cleanup 'rm -rf "$W"'
+cleanup '[ "$stage_status" = 0 ] || [ -z "${SF_KEEP_LOGS:-}" ] || cp -r "$W" "$SF_KEEP_LOGS"'
+engine_start docker
+attach_pid="" service_pid=""
+# What this part made in the engine (the engine itself may serve another part): its
+# containers carry the label sockferry-ci-attach.
+cleanup 'ids=$("$DOCKER" ps -aq --filter label=sockferry-ci-attach); [ -z "$ids" ] || "$DOCKER" rm -f -v $ids >/dev/null'
+cleanup 'for p in $attach_pid $service_pid; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done'
 
 # ---- the images, from this machine's binaries ----
 root=$W/rootfs
@@ -114,7 +64,7 @@ with_libs "$SF"
 tar -C "$root" -c . | "$DOCKER" import -c 'ENV PATH=/bin' - sf-attach-plain >/dev/null
 cp "$SF" "$root/bin/sockferry"
 tar -C "$root" -c . | "$DOCKER" import -c 'ENV PATH=/bin' - sf-attach-with >/dev/null
-say "images: sf-attach-plain (no sockferry), sf-attach-with ($((SECONDS - t0)) s)"
+say "images: sf-attach-plain (no sockferry), sf-attach-with ($(stage_seconds) s)"
 
 # ---- the host service ----
 mkdir -p "$W/host"
@@ -128,19 +78,10 @@ expect() { # NAME EXPECTED GOT
 }
 container() { # NAME IMAGE: a container with no network, its /run/host in $W/NAME
         mkdir -p "$W/$1"
-        "$DOCKER" run -d --name "$1" --network none -v "$W/$1:/run/host" "$2" sleep infinity >/dev/null 2>"$W/run.log" ||
+        "$DOCKER" run -d --name "$1" --label sockferry-ci-attach --network none -v "$W/$1:/run/host" "$2" sleep infinity >/dev/null 2>"$W/run.log" ||
                 { cat "$W/run.log" >&2; fail "docker run $2"; }
 }
 forward=(-F "svc:unix:/run/host/svc.sock=unix:$W/host/service.sock,mode=0666")
-wait_attached() { # LOG COUNT
-        for _ in $(seq 300); do
-                [ "$(grep -c 'far end: ready' "$1")" -ge "$2" ] && return 0
-                kill -0 "$attach_pid" 2>/dev/null || break
-                sleep 0.1
-        done
-        cat "$1" >&2
-        fail "the far end was not ready ($2) within 30 s"
-}
 get() { # NAME PATH: curl through the container's socket
         curl -sS --max-time 10 --unix-socket "$W/$1/svc.sock" "http://h$2" 2>&1 || true
 }
@@ -176,7 +117,7 @@ say "attach: docker exec into a container with no network; curl reaches the host
 
 # ---- the engine's failures in plain words ----
 cannot "no such container: sf-nosuch" sf-nosuch
-"$DOCKER" create --name sf-stopped sf-attach-with sleep infinity >/dev/null 2>&1
+"$DOCKER" create --name sf-stopped --label sockferry-ci-attach sf-attach-with sleep infinity >/dev/null 2>&1
 timeout 3 "$SF" attach -v "${forward[@]}" sf-stopped 2>"$W/stopped.log" || true
 grep -q "container sf-stopped is not running" "$W/stopped.log" && grep -q "attaching again" "$W/stopped.log" ||
         { cat "$W/stopped.log" >&2; fail "a stopped container: not said, or not retried"; }

@@ -16,7 +16,7 @@
 #                  tarball with std_meson_args, run `test do` (a relay pair end to end), read
 #                  `service do`
 #
-#   tests/packaging/release-stage.sh [OUTDIR]     (default: a temporary directory)
+#   tests/ci/release.sh [OUTDIR]     (default: a temporary directory)
 #
 # The builds CI made already are reused through SF_RELEASE_STATIC, SF_RELEASE_MACOS,
 # SF_RELEASE_WINDOWS and SF_RELEASE_DEB (packaging/release.sh). The formula's URLs are file://
@@ -24,10 +24,7 @@
 # tool is missing: it says which). Prints the stage's wall time.
 set -uo pipefail
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-t0=$SECONDS
-say() { printf 'release-stage: %s\n' "$*"; }
-fail() { printf 'release-stage: FAIL %s\n' "$*"; exit 1; }
-skip() { printf 'release-stage: SKIP %s\n' "$*"; exit 77; }
+. "$src/tests/lib/stage.sh" release
 
 lipo=$(command -v llvm-lipo || command -v llvm-lipo-14) || skip "llvm-lipo is missing (Debian's llvm; packaging/install-deps.sh)"
 for tool in ruby socat file dpkg-deb unzip llvm-objdump qemu-aarch64-static aarch64-linux-gnu-gcc npm; do
@@ -38,11 +35,11 @@ if [ -n "${1:-}" ]; then
         rm -rf "$out"
 else
         out=$(mktemp -d /tmp/sockferry-release-stage.XXXXXX)
-        trap 'rm -rf "$out"' EXIT
+        cleanup 'rm -rf "$out"'
         rmdir "$out"
 fi
 work=$(mktemp -d /tmp/sockferry-release-check.XXXXXX)
-trap 'rm -rf "$work"; [ -n "${1:-}" ] || rm -rf "$out"' EXIT
+cleanup 'rm -rf "$work"'
 version=$(meson introspect --projectinfo "$src/meson.build" | python3 -c 'import json, sys; print(json.load(sys.stdin)["version"])')
 git -C "$src" rev-parse HEAD >/dev/null 2>&1 || skip "$src is not a git checkout (meson dist archives git's HEAD)"
 # A real release refuses uncommitted changes; the stage checks the artifacts all the same
@@ -52,7 +49,7 @@ dirty=()
 
 "$src/packaging/release.sh" "${dirty[@]}" --url-base "file://$out" --git "file://$src" "$version" "$out" ||
         fail "packaging/release.sh exited $? (its output is above)"
-release_s=$((SECONDS - t0))
+release_s=$(stage_seconds)
 cd "$out" || fail "cd $out"
 
 # ---- SHA256SUMS ----
@@ -185,4 +182,4 @@ hb_t0=$SECONDS
 ruby "$src/tests/packaging/brew_harness.rb" "$rb" "$work/brew" || fail "the formula under tests/packaging/brew_harness.rb"
 say "the formula installed from the tarball and its test passed in $((SECONDS - hb_t0)) s"
 
-say "PASS in $((SECONDS - t0)) s (packaging/release.sh ${release_s} s)"
+say "packaging/release.sh took ${release_s} s"

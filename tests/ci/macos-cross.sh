@@ -8,19 +8,19 @@
 #   * the LaunchAgent plist (plistlib) and the Homebrew formula (ruby -c), the same checks as
 #     meson test --suite packaging.
 # Any failure fails the stage: a tree whose sources do not build for macOS fails here.
-# Prints one closing line: "macos-cross: PASS ..." or "macos-cross: FAIL ...".
+# Prints one closing line: "macos-cross: PASS ..." or "macos-cross: FAIL ..." (tests/lib/stage.sh).
 set -uo pipefail
 
-# Usage: tests/packaging/macos-cross.sh [OUTDIR]
+# Usage: tests/ci/macos-cross.sh [OUTDIR]
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+. "$root/tests/lib/stage.sh" macos-cross
 if [ -n "${1:-}" ]; then
         mkdir -p "$1"
         out=$(cd "$1" && pwd)
 else
         out=$(mktemp -d /tmp/sockferry-macos.XXXXXX)
-        trap 'rm -rf "$out"' EXIT
+        cleanup 'rm -rf "$out"'
 fi
-fail() { echo "macos-cross: FAIL $*"; exit 1; }
 
 start=$(date +%s)
 "$root/packaging/macos/build.sh" --source "$root" "$out" || fail "packaging/macos/build.sh exited $? (its output is above)"
@@ -40,7 +40,7 @@ for a in x86_64 arm64; do
         unbound=$(grep -vc ' (from ' <<<"$undefined")
         dylibs=$(llvm-objdump --macho --dylibs-used "$exe" | sed -n 's/^[[:space:]]*\([^ ]*\) (compat.*/\1/p' | paste -sd, -)
         minos=$(llvm-objdump --macho --private-headers "$exe" | awk '$1 == "minos" {print $2; exit}')
-        echo "sockferry-$a: $(stat -c %s "$exe") bytes; $desc; macOS >= $minos; loads $dylibs;" \
+        say "sockferry-$a: $(stat -c %s "$exe") bytes; $desc; macOS >= $minos; loads $dylibs;" \
                 "$n_undef undefined symbols, all bound ($libs), $unbound unbound"
         [ "$unbound" = 0 ] || fail "$exe: $unbound undefined symbols bound to no library"
         [ "$dylibs" = /usr/lib/libSystem.B.dylib ] || fail "$exe loads $dylibs: only libSystem expected (the rest is static)"
@@ -57,7 +57,7 @@ for a in x86_64 arm64; do
         cmp -s "$out/.slice-$a" "$out/sockferry-$a" || fail "the $a slice of sockferry-universal is not sockferry-$a"
         rm -f "$out/.slice-$a"
 done
-echo "sockferry-universal: $(stat -c %s "$out/sockferry-universal") bytes; $archs, each slice the file above"
+say "sockferry-universal: $(stat -c %s "$out/sockferry-universal") bytes; $archs, each slice the file above"
 
 python3 "$root/tests/packaging/test_launchd.py" \
         --template "$root/packaging/launchd/sockferry.relay.plist.in" \
@@ -66,4 +66,4 @@ command -v ruby >/dev/null || fail "ruby is not installed (packaging/install-dep
 python3 "$root/tests/packaging/test_homebrew.py" \
         --formula "$root/packaging/homebrew/sockferry.rb" || fail "Homebrew formula (tests/packaging/test_homebrew.py)"
 
-echo "macos-cross: PASS Mach-O x86_64, arm64 and universal in ${elapsed}s, LaunchAgent plist, Homebrew formula"
+say "Mach-O x86_64, arm64 and universal in ${elapsed}s, LaunchAgent plist, Homebrew formula"

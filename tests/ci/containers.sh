@@ -1,0 +1,39 @@
+#!/bin/bash
+# CI stage: sockferry with a real container engine, one private dockerd (tests/ci/engine.sh)
+# for both parts:
+#   tests/ci/containers-images.sh   the images built and run against a host relay, compose, the
+#                                   Kubernetes sidecar's settings, doc/MACOS.md's commands
+#   tests/ci/containers-attach.sh   attach (issue 25) with images made from this machine's
+#                                   binaries, the engine's failures in plain words, --inject
+# As root on Debian 12 (Debian's docker.io is installed here first):
+#
+#   tests/ci/containers.sh BUILD_DIR     exit 0 PASS, 1 FAIL (a part failed), 77 SKIP (no
+#                                        engine here: both parts skipped, they say why)
+set -euo pipefail
+src=$(cd "$(dirname "$0")/../.." && pwd)
+. "$src/tests/lib/stage.sh" containers
+. "$src/tests/ci/engine.sh"
+build=$(cd "${1:?usage: tests/ci/containers.sh BUILD_DIR}" && pwd)
+
+needs_root "apt-get, dockerd"
+engine_install docker.io docker-compose mmdebstrap python3-yaml curl openssh-client
+engine_start docker
+export SF_CI_DOCKER_HOST=$DOCKER_HOST
+
+failed=() skipped=()
+for part in images attach; do
+        rc=0
+        if [ "$part" = images ]; then
+                "$src/tests/ci/containers-images.sh" || rc=$?
+        else
+                "$src/tests/ci/containers-attach.sh" "$build" || rc=$?
+        fi
+        case $rc in
+        0) ;;
+        77) skipped+=("$part") ;;
+        *) failed+=("$part") ;;
+        esac
+done
+((${#failed[@]} == 0)) || fail "${failed[*]} (above)"
+((${#skipped[@]} < 2)) || skip "both parts (above)"
+((${#skipped[@]} == 0)) || say "skipped: ${skipped[*]} (above)"
