@@ -1,6 +1,6 @@
 # shellcheck shell=bash
-# Shared by bench/run.sh, bench/vm.sh and bench/soak.sh (sourced): process trees and what
-# /proc says of them, the machine's load, ports, and the key=value lines sf-load prints.
+# Shared by the scripts of bench/ (sourced): process trees and what /proc says of them, the
+# machine's load, ports, a throwaway sshd, and the key=value lines sf-load prints.
 # The caller sets WAIT_QUIET (seconds wait_quiet may wait), PROG (its name, for messages) and
 # IN (an array: the prefix that runs a client where clients run, empty for here); the client
 # helpers at the end also use T (a temporary directory), TMO (seconds a client may take),
@@ -39,6 +39,15 @@ fd_count() {
         local p dirs=()
         for p in $(tree "$@"); do dirs+=("/proc/$p/fd"); done
         { find "${dirs[@]}" -mindepth 1 -maxdepth 1 2>/dev/null || true; } | wc -l
+}
+
+# Voluntary context switches of every thread of the trees: the times they slept (in epoll_wait,
+# read, accept...) and had to be woken.
+wakeups() {
+        local p paths=()
+        for p in $(tree "$@"); do paths+=("/proc/$p/task"/*/status); done
+        ((${#paths[@]})) || { echo 0; return 0; }
+        cat "${paths[@]}" 2>/dev/null | awk '$1 == "voluntary_ctxt_switches:" { s += $2 } END { printf "%d\n", s }'
 }
 
 # The machine's CPU counters (user nice system idle iowait irq softirq steal, in ticks) now.
@@ -92,6 +101,36 @@ free_port() {
         done
 }
 
+# A throwaway sshd's files in the new directory $1 for port $2 on 127.0.0.1: its host key, a
+# client key (id) it lets in as root, and sshd_config (stream-local forwarding allowed);
+# `/usr/sbin/sshd -D -e -f $1/sshd_config` runs it. SSH_OPTS: the client's options for it.
+sshd_prepare() {
+        mkdir -m 700 "$1"
+        ssh-keygen -q -t ed25519 -N '' -f "$1/host_key"
+        ssh-keygen -q -t ed25519 -N '' -f "$1/id"
+        cp "$1/id.pub" "$1/authorized_keys"
+        cat >"$1/sshd_config" <<EOF
+Port $2
+ListenAddress 127.0.0.1
+HostKey $1/host_key
+PidFile none
+AuthorizedKeysFile $1/authorized_keys
+StrictModes no
+UsePAM no
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PermitRootLogin prohibit-password
+AllowStreamLocalForwarding yes
+AllowTcpForwarding local
+X11Forwarding no
+LogLevel ERROR
+EOF
+        mkdir -p /run/sshd # sshd's privilege separation directory, as its service creates it
+}
+# shellcheck disable=SC2034 # used by the scripts that source this
+SSH_OPTS=(-N -F /dev/null -o BatchMode=yes -o IdentitiesOnly=yes -o StrictHostKeyChecking=no
+        -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -o ExitOnForwardFailure=yes -o StreamLocalBindUnlink=yes)
+
 kv() { awk -v k="$2" '{ for (i = 1; i <= NF; i++) if (index($i, k "=") == 1) print substr($i, length(k) + 2) }' <<<"$1"; }
 calc() { awk "BEGIN { printf \"%.6g\n\", $1 }"; }
 
@@ -121,13 +160,14 @@ wait_ready() {
         exit 1
 }
 
-# Opens $1 idle connections to EP and holds them until release_idle; sets IDLE_PID and
-# HOLD_FD. Returns 1 when they could not all be opened within 300 s (idle.log says why).
+# Opens $1 idle connections to EP (or, with $2 = stalled, downloads nobody reads) and holds
+# them until release_idle; sets IDLE_PID and HOLD_FD. Returns 1 when they could not all be
+# opened within 300 s (idle.log says why).
 hold_idle() {
         local i
         rm -f "$T/hold" "$T/idle.out"
         mkfifo "$T/hold"
-        "${IN[@]}" "$SF_LOAD" idle --connect "$EP" --count "$1" <"$T/hold" >"$T/idle.out" 2>>"$T/idle.log" &
+        "${IN[@]}" "$SF_LOAD" "${2:-idle}" --connect "$EP" --count "$1" <"$T/hold" >"$T/idle.out" 2>>"$T/idle.log" &
         IDLE_PID=$!
         STARTED+=("$IDLE_PID")
         exec {HOLD_FD}>"$T/hold"

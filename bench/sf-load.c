@@ -505,20 +505,34 @@ static int cmd_throughput(const struct opts *o) {
         return 0;
 }
 
+/* Set by SIGUSR1: a ping-pong beside something of unknown length (bench/aborts.sh) ends with
+ * it, after the round trip under way. */
+static volatile sig_atomic_t stop_asked;
+
+static void ask_stop(int sig) {
+        (void)sig;
+        stop_asked = 1;
+}
+
 static int cmd_pingpong(const struct opts *o) {
         struct endpoint ep = connect_endpoint(o);
+        struct sigaction sa = { .sa_handler = ask_stop };
         struct samples s = { 0 };
         uint64_t start, end, deadline;
         char c = 'x';
-        int fd = endpoint_connect(&ep);
+        int fd;
 
+        sigemptyset(&sa.sa_mask);
+        if (sigaction(SIGUSR1, &sa, NULL) < 0)
+                die("sigaction");
+        fd = endpoint_connect(&ep);
         if (fd < 0)
                 die(o->connect);
         if (write_all(fd, "p", 1) < 0)
                 die("ping");
         start = now_ns();
         deadline = start + (uint64_t)(o->seconds * 1e9);
-        for (end = start; end < deadline;) {
+        for (end = start; end < deadline && !stop_asked;) {
                 uint64_t t = end;
                 if (write_all(fd, &c, 1) < 0 || read_all(fd, &c, 1) < 0)
                         die("ping");
@@ -526,9 +540,9 @@ static int cmd_pingpong(const struct opts *o) {
                 samples_add(&s, end - t);
         }
         close(fd);
-        printf("mode=pingpong seconds=%.3f n=%zu rtt_s=%.0f p50_us=%.1f p99_us=%.1f\n",
+        printf("mode=pingpong seconds=%.3f n=%zu rtt_s=%.0f p50_us=%.1f p99_us=%.1f max_us=%.1f\n",
                (double)(end - start) / 1e9, s.n, (double)s.n * 1e9 / (double)(end - start),
-               samples_quantile_us(&s, 0.50), samples_quantile_us(&s, 0.99));
+               samples_quantile_us(&s, 0.50), samples_quantile_us(&s, 0.99), samples_quantile_us(&s, 1.0));
         free(s.v);
         return 0;
 }
@@ -934,7 +948,11 @@ static int cmd_mixed(const struct opts *o) {
         return status;
 }
 
-static int cmd_idle(const struct opts *o) {
+/* idle: connections that did one round trip and then wait. stalled: downloads whose reader
+ * took their first byte and then stopped reading, so that everything between it and the server
+ * fills up and stays full (a `docker logs -f` whose terminal was suspended). */
+static int cmd_hold(const struct opts *o, bool stalled) {
+        const char *mode = stalled ? "stalled" : "idle", *req = stalled ? "d" : "px";
         struct endpoint ep = connect_endpoint(o);
         int *fds = calloc(o->count, sizeof *fds);
         unsigned open = 0;
@@ -943,18 +961,18 @@ static int cmd_idle(const struct opts *o) {
 
         if (!fds)
                 die("calloc");
-        /* Each connection does one round trip, so every hop of a relay chain is set up. */
+        /* Each connection has one byte back, so every hop of a relay chain is set up. */
         for (; open < o->count; open++) {
                 int fd = endpoint_connect(&ep);
-                if (fd < 0 || write_all(fd, "px", 2) < 0 || read_all(fd, &c, 1) < 0) {
-                        fprintf(stderr, "sf-load idle: connection %u: %s\n", open + 1, strerror(errno));
+                if (fd < 0 || write_all(fd, req, strlen(req)) < 0 || read_all(fd, &c, 1) < 0) {
+                        fprintf(stderr, "sf-load %s: connection %u: %s\n", mode, open + 1, strerror(errno));
                         if (fd >= 0)
                                 close(fd);
                         break;
                 }
                 fds[open] = fd;
         }
-        printf("mode=idle requested=%u open=%u\n", o->count, open);
+        printf("mode=%s requested=%u open=%u\n", mode, o->count, open);
         fflush(stdout);
         while ((r = read(STDIN_FILENO, &c, 1)) > 0 || (r < 0 && errno == EINTR))
                 ;
@@ -1012,10 +1030,11 @@ static int cmd_floor(const struct opts *o, bool container) {
 static int usage(FILE *f, int status) {
         fputs("usage: sf-load server     --listen EP [--threads N]\n"
               "       sf-load throughput --connect EP --dir up|down [--streams N] [--seconds S]\n"
-              "       sf-load pingpong   --connect EP [--seconds S]\n"
+              "       sf-load pingpong   --connect EP [--seconds S]   (SIGUSR1 ends it sooner)\n"
               "       sf-load conns      --connect EP [--seconds S] [--concurrency C]\n"
               "       sf-load first      --connect EP --count N [--gap-ms MS]   (one at a time)\n"
               "       sf-load idle       --connect EP --count N   (holds them until stdin closes)\n"
+              "       sf-load stalled    --connect EP --count N   (downloads nobody reads, held so)\n"
               "       sf-load mixed      --connect EP [--seconds S] [--concurrency C] [--wrong EP] [--junk EP]\n"
               "       sf-load floor-ctr  --listen unix:P --connect tcp:H:PORT   (the floor of a relay pair:\n"
               "       sf-load floor-host --listen tcp:H:PORT --connect EP        one 'c' request at a time)\n"
@@ -1152,10 +1171,10 @@ int main(int argc, char **argv) {
         }
         if (strcmp(mode, "mixed") == 0)
                 return cmd_mixed(&o);
-        if (strcmp(mode, "idle") == 0) {
+        if (strcmp(mode, "idle") == 0 || strcmp(mode, "stalled") == 0) {
                 if (o.count == 0)
                         return usage(stderr, EXIT_USAGE);
-                return cmd_idle(&o);
+                return cmd_hold(&o, strcmp(mode, "stalled") == 0);
         }
         fprintf(stderr, "sf-load: unknown mode '%s'\n", mode);
         return usage(stderr, EXIT_USAGE);

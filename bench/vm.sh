@@ -28,6 +28,8 @@
 #         calls, no framing, no event loop, no authentication), so the floor under the link
 #         pair's connections/s and first answer; it carries one connection at a time, so only
 #         those two tests, at concurrency 1, are run on it
+#   linkb the shared link pair of another build, B_BUILD's sockferry: an A/B of a change in one
+#         run (the link row is this build's)
 #
 # Environment:
 #   RUNS=1              repeats; with more than one, medians and min–max
@@ -37,10 +39,16 @@
 #   FIRST_N=1000        connections of the first-answer test, one at a time,
 #   FIRST_GAP_MS=2      with this pause between them
 #   IDLE=1000           idle connections held for the memory figures
+#   STALLED=200         downloads nobody reads, held open beside the interactive client's round
+#                       trips (issue 33: stalled readers must stall only their own streams)
+#   WAKE_SECONDS=1      seconds of connections one at a time counted with perf stat (system
+#                       calls, epoll waits) and /proc (voluntary context switches: the times a
+#                       process slept and had to be woken) on each side; "–" without perf
 #   NETS="loopback slirp"
 #   SLIRP_MTU=65520     (podman's default for slirp4netns)
 #   SLIRP_CIDR=198.19.240.0/24   the namespace's network (198.18.0.0/15); the gateway is .2
 #   SF_ARGS=            extra arguments for `sockferry relay` (e.g. -q)
+#   B_BUILD=            a second build directory: adds the contender linkb
 #   WAIT_QUIET=0        before each contender, wait up to this many seconds for the machine to
 #                       be idle (under 10 % busy over 1 s); the busy % found is recorded
 #   OUT=BUILDDIR/vm-results      results.tsv (every figure) and table.md go there
@@ -61,6 +69,8 @@ CONCS=${CONCS:-"1 4 16"}
 FIRST_N=${FIRST_N:-1000}
 FIRST_GAP_MS=${FIRST_GAP_MS:-2}
 IDLE=${IDLE:-1000}
+STALLED=${STALLED:-200}
+WAKE_SECONDS=${WAKE_SECONDS:-1}
 NETS=${NETS:-"loopback slirp"}
 SLIRP_MTU=${SLIRP_MTU:-65520}
 SLIRP_CIDR=${SLIRP_CIDR:-198.19.240.0/24}
@@ -76,7 +86,7 @@ skip() { echo "vm.sh: SKIP: $*" >&2; exit 77; }
 # ---- report (defined first: REPORT_ONLY needs nothing else) ----
 
 # Columns: metric, heading, r (a ratio to tcp's median in the same network is shown) or -,
-# and the table it goes in (1: speed, 2: cost).
+# and the table it goes in (1: speed, 2: cost, 3: what one connection at a time costs each side).
 columns() {
         COLUMNS="first_p50_us	first answer p50 µs	r	1
 first_p99_us	first answer p99 µs	r	1"
@@ -91,15 +101,24 @@ cpu_s_gib	relay CPU s/GiB	-	2
 slirp_cpu_s_gib	slirp4netns CPU s/GiB	-	2
 rtt_p99_us	round trip p99 µs	-	2
 bulk_rtt_p99_us	… next to a bulk stream	-	2
+stalled_rtt_p99_us	… next to $STALLED stalled readers	-	2
+stalled_rss_ctr_mib	RSS MiB, $STALLED stalled: container side	-	2
+stalled_rss_host_mib	… host side	-	2
 idle_rss_ctr_mib	RSS MiB, $IDLE idle: container side	-	2
 idle_rss_host_mib	… host side	-	2
 idle_tcp	TCP conns across, $IDLE idle	-	2
 busy_pct	machine busy % before	-	2
-steal_pct	CPU stolen by the host % during	-	2"
+steal_pct	CPU stolen by the host % during	-	2
+ctr_wake_conn	wake-ups per connection: container side	-	3
+host_wake_conn	… host side	-	3
+ctr_epoll_conn	epoll waits per connection: container side	-	3
+host_epoll_conn	… host side	-	3
+ctr_sys_conn	system calls per connection: container side	-	3
+host_sys_conn	… host side	-	3"
 }
 
-# Two tables per network (speed, cost): a row per contender, "median (×ratio)", and with
-# RUNS > 1 the same tables of min–max.
+# Up to three tables per network (speed, cost, per connection): a row per contender, "median
+# (×ratio)", and with RUNS > 1 the same tables of min–max.
 report() {
         columns
         awk -F'\t' -v nets="$NETS" -v order="${CONTENDERS[*]}" -v cols="$COLUMNS" -v runs="$RUNS" \
@@ -131,7 +150,7 @@ report() {
                                         base = net SUBSEP "tcp" SUBSEP met[i]
                                         if (ratio[i] && c != "tcp" && cnt[base] && med[base] > 0)
                                                 out = out sprintf(" (×%.2f)", med[k] / med[base])
-                                        if (met[i] == "bulk_rtt_p99_us" && cnt[net SUBSEP c SUBSEP "rtt_p99_us"])
+                                        if ((met[i] == "bulk_rtt_p99_us" || met[i] == "stalled_rtt_p99_us") && cnt[net SUBSEP c SUBSEP "rtt_p99_us"])
                                                 out = out sprintf(" (×%.2f)", med[k] / med[net SUBSEP c SUBSEP "rtt_p99_us"])
                                         if (fails[k]) out = out " (" fails[k] " failed)"
                                 }
@@ -142,26 +161,28 @@ report() {
                 BEGIN {
                         nn = split(nets, netl, " "); nc = split(order, con, " ")
                         nm = split(cols, lines, "\n")
-                        for (i = 1; i <= nm; i++) { split(lines[i], f, "\t"); met[i] = f[1]; head[i] = f[2]; ratio[i] = f[3] == "r"; group[i] = f[4] }
+                        for (i = 1; i <= nm; i++) { split(lines[i], f, "\t"); met[i] = f[1]; head[i] = f[2]; ratio[i] = f[3] == "r"; group[i] = f[4]; grp_of[met[i]] = f[4] }
                         label["tcp"] = "direct TCP"; label["sf1"] = "sockferry/1 pair"
                         label["link"] = "shared link (sockferry/2)"; label["ssh"] = "ssh -L stream-local"
-                        label["floor"] = "floor of a relay pair"
+                        label["floor"] = "floor of a relay pair"; label["linkb"] = "shared link, build B"
                 }
                 {
                         k = $1 SUBSEP $3 SUBSEP $4; seen[k] = 1; used[$1, $4] = 1
+                        if ($4 in grp_of) any[$1, grp_of[$4]] = 1
                         if ($5 == "fail" || $5 == "") fails[k]++; else v[k, ++cnt[k]] = $5
                 }
                 END {
                         for (k in cnt) stats(k)
-                        for (n = 1; n <= nn; n++) for (g = 1; g <= 2; g++) {
+                        for (n = 1; n <= nn; n++) for (g = 1; g <= 3; g++) {
+                                if (!any[netl[n], g]) continue
                                 print ""; table(netl[n], 0, g)
                                 if (runs > 1) { print ""; table(netl[n], 1, g) }
                         }
                 }' "$OUT/results.tsv"
 }
 
-# The shared link against the targets of issue 24, from the medians: one row per target, one
-# column per network, "met" or "short" after the figure.
+# The shared link against the targets of issues 24 and 33, from the medians: one row per target,
+# one column per network, "met" or "short" after the figure.
 targets() {
         awk -F'\t' -v nets="$NETS" -v concs="$CONCS" '
                 { k = $1 SUBSEP $3 SUBSEP $4; if ($5 != "fail" && $5 != "") v[k, ++cnt[k]] = $5 }
@@ -185,11 +206,20 @@ targets() {
                                 out = out " | " (only == "" || only == netl[n] ? cell(netl[n], m, base, bound, how, c) : "")
                         print out " |"
                 }
+                # the shared link'"'"'s m against its own m0 in the same network, at most bound
+                function self_row(label, m, m0, bound,   n, x, y, out) {
+                        out = "| " label
+                        for (n = 1; n <= nn; n++) {
+                                x = med(netl[n], "link", m); y = med(netl[n], "link", m0)
+                                out = out " | " (x == "" || y == "" || y == 0 ? "–" : sprintf("×%.2f %s", x / y, x / y <= bound ? "met" : "**short**"))
+                        }
+                        print out " |"
+                }
                 END {
                         nn = split(nets, netl, " "); nk = split(concs, ck, " ")
                         for (n = 1; n <= nn; n++) if (cnt[netl[n] SUBSEP "link" SUBSEP "rtt_s"]) any = 1
                         if (!any) exit
-                        out = "| shared link: target (issue 24)"; sep = "|---"
+                        out = "| shared link: target (issue)"; sep = "|---"
                         for (n = 1; n <= nn; n++) { out = out " | " netl[n]; sep = sep "|---" }
                         print ""; print out " |"; print sep "|"
                         for (i = 1; i <= nk; i++) {
@@ -208,13 +238,12 @@ targets() {
                                 row("*floor of a relay pair:* first answer p50 ≤ 1.2× through slirp", "first_p50_us", "tcp", 1.2, "le", "slirp", "floor")
                         }
                         row("round trips/s ≥ 0.7× direct TCP through slirp", "rtt_s", "tcp", 0.7, "ge", "slirp")
-                        row("throughput ≥ 0.8× the sockferry/1 pair", "downN_mib_s", "sf1", 0.8, "ge", "")
-                        out = "| a bulk stream raises its neighbour'"'"'s round-trip p99 at most 2×"
-                        for (n = 1; n <= nn; n++) {
-                                x = med(netl[n], "link", "bulk_rtt_p99_us"); y = med(netl[n], "link", "rtt_p99_us")
-                                out = out " | " (x == "" || y == "" || y == 0 ? "–" : sprintf("×%.2f %s", x / y, x / y <= 2 ? "met" : "**short**"))
-                        }
-                        print out " |"
+                        row("throughput ≥ 0.8× the sockferry/1 pair (24)", "downN_mib_s", "sf1", 0.8, "ge", "")
+                        row("throughput ≥ 0.9× the sockferry/1 pair (33)", "downN_mib_s", "sf1", 0.9, "ge", "")
+                        if (floor)
+                                row("connections/s, 1 at once, ≥ 0.9× the floor of a relay pair (33)", "conns_s_c1", "floor", 0.9, "ge", "")
+                        self_row("a bulk stream raises its neighbour'"'"'s round-trip p99 at most 2× (24, 33)", "bulk_rtt_p99_us", "rtt_p99_us", 2)
+                        self_row("stalled readers raise the neighbour'"'"'s round-trip p99 at most 2× (33 asks for the column; the bound is the bulk one)", "stalled_rtt_p99_us", "rtt_p99_us", 2)
                         out = "| idle streams under 64 MiB per relay"
                         for (n = 1; n <= nn; n++) {
                                 x = med(netl[n], "link", "idle_rss_ctr_mib"); y = med(netl[n], "link", "idle_rss_host_mib")
@@ -229,7 +258,7 @@ if [[ -n ${REPORT_ONLY:-} ]]; then
         [[ -s $OUT/results.tsv ]] || die "REPORT_ONLY: no $OUT/results.tsv"
         NETS=$(awk -F'\t' '!seen[$1]++ { printf "%s ", $1 }' "$OUT/results.tsv")
         CONTENDERS=()
-        for c in tcp sf1 link ssh floor; do
+        for c in tcp sf1 link linkb ssh floor; do
                 awk -F'\t' -v c="$c" '$3 == c { f = 1 } END { exit !f }' "$OUT/results.tsv" && CONTENDERS+=("$c")
         done
         LINK_ROW=
@@ -307,12 +336,29 @@ for p in ssh ssh-keygen /usr/sbin/sshd; do
 done
 [[ -z $SSH_WHY ]] || NOTES+="; ssh: $SSH_WHY"
 
+# Tracepoints of the epoll waits this kernel has, and every system call's (wake_tests).
+PERF_EVENTS=
+if command -v perf >/dev/null; then
+        for e in epoll_wait epoll_pwait epoll_pwait2; do
+                perf stat -x, -e "syscalls:sys_enter_$e" -- true >/dev/null 2>&1 && PERF_EVENTS+="syscalls:sys_enter_$e,"
+        done
+        [[ -z $PERF_EVENTS ]] || PERF_EVENTS+=raw_syscalls:sys_enter
+fi
+[[ -n $PERF_EVENTS ]] || NOTES+="; perf: not installed or no syscall tracepoints (wake-ups counted, epoll waits and system calls not)"
+
 AVAILABLE=(tcp sf1 floor)
 [[ -n $LINK_KEY ]] && AVAILABLE+=(link)
+SOCKFERRY_B=
+if [[ -n ${B_BUILD:-} ]]; then
+        SOCKFERRY_B=$(cd "$B_BUILD" && pwd)/shim/sockferry
+        [[ -x $SOCKFERRY_B ]] || die "B_BUILD: no $SOCKFERRY_B"
+        AVAILABLE+=(linkb)
+        NOTES+="; linkb: $SOCKFERRY_B"
+fi
 [[ -z $SSH_WHY ]] && AVAILABLE+=(ssh)
 CONTENDERS=()
 LINK_ROW= # the shared link was asked for and this build has none: its row says so
-for c in tcp sf1 link ssh floor; do
+for c in tcp sf1 link linkb ssh floor; do
         [[ -z ${ONLY:-} || " $ONLY " == *" $c "* ]] || continue
         if [[ " ${AVAILABLE[*]} " == *" $c "* ]]; then
                 CONTENDERS+=("$c")
@@ -322,7 +368,7 @@ for c in tcp sf1 link ssh floor; do
                 LINK_ROW=1
         fi
 done
-((${#CONTENDERS[@]})) || die "ONLY=\"$ONLY\" names no contender this build has (tcp sf1 link ssh floor)"
+((${#CONTENDERS[@]})) || die "ONLY=\"$ONLY\" names no contender this build has (tcp sf1 link linkb ssh floor)"
 
 # ---- the host side: servers, and a throwaway sshd's keys ----
 
@@ -337,29 +383,7 @@ while ((LINK_PORT == SRV_PORT)); do LINK_PORT=$(free_port); done
 SSH_PORT=$(free_port)
 while ((SSH_PORT == SRV_PORT || SSH_PORT == LINK_PORT)); do SSH_PORT=$(free_port); done
 
-if [[ " ${CONTENDERS[*]} " == *" ssh "* ]]; then
-        mkdir -m 700 "$T/ssh"
-        ssh-keygen -q -t ed25519 -N '' -f "$T/ssh/host_key"
-        ssh-keygen -q -t ed25519 -N '' -f "$T/ssh/id"
-        cp "$T/ssh/id.pub" "$T/ssh/authorized_keys"
-        cat >"$T/ssh/sshd_config" <<EOF
-Port $SSH_PORT
-ListenAddress 127.0.0.1
-HostKey $T/ssh/host_key
-PidFile none
-AuthorizedKeysFile $T/ssh/authorized_keys
-StrictModes no
-UsePAM no
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-PermitRootLogin prohibit-password
-AllowStreamLocalForwarding yes
-AllowTcpForwarding local
-X11Forwarding no
-LogLevel ERROR
-EOF
-        mkdir -p /run/sshd # sshd's privilege separation directory, as its service creates it
-fi
+if [[ " ${CONTENDERS[*]} " == *" ssh "* ]]; then sshd_prepare "$T/ssh" "$SSH_PORT"; fi
 
 # ---- the container side: the network ----
 
@@ -419,17 +443,18 @@ start_contender() {
                 EP=tcp:$HOST:$SRV_PORT
                 LISTEN_PORT=$SRV_PORT
                 ;;
-        sf1 | link)
-                local opts=",auth=token,token-file=$T/token,max-conns=$MAXC"
+        sf1 | link | linkb)
+                local opts=",auth=token,token-file=$T/token,max-conns=$MAXC" sf=$SOCKFERRY
                 [[ $NAME == sf1 ]] && opts+=$LINK_KEY
+                [[ $NAME == linkb ]] && sf=$SOCKFERRY_B
                 EP=unix:$T/$NAME.sock
                 LISTEN_PORT=$LINK_PORT
                 # shellcheck disable=SC2086
-                "$SOCKFERRY" relay $SF_ARGS -F "host:tcp:127.0.0.1:$LINK_PORT=unix:$T/srv.sock$opts" \
+                "$sf" relay $SF_ARGS -F "host:tcp:127.0.0.1:$LINK_PORT=unix:$T/srv.sock$opts" \
                         2>>"$T/$NAME.log" &
                 HOSTSIDE=($!)
                 # shellcheck disable=SC2086
-                "${IN[@]}" "$SOCKFERRY" relay $SF_ARGS -F "ctr:unix:$T/$NAME.sock=tcp:$HOST:$LINK_PORT$opts" \
+                "${IN[@]}" "$sf" relay $SF_ARGS -F "ctr:unix:$T/$NAME.sock=tcp:$HOST:$LINK_PORT$opts" \
                         2>>"$T/$NAME.log" &
                 CTR=($!)
                 ;;
@@ -448,9 +473,7 @@ start_contender() {
                 /usr/sbin/sshd -D -e -f "$T/ssh/sshd_config" 2>>"$T/ssh.log" &
                 HOSTSIDE=($!)
                 wait_listening "$SSH_PORT"
-                "${IN[@]}" ssh -N -F /dev/null -i "$T/ssh/id" -p "$SSH_PORT" -o BatchMode=yes -o IdentitiesOnly=yes \
-                        -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR \
-                        -o ExitOnForwardFailure=yes -o StreamLocalBindUnlink=yes \
+                "${IN[@]}" ssh "${SSH_OPTS[@]}" -i "$T/ssh/id" -p "$SSH_PORT" \
                         -L "$T/ssh.sock:$T/srv.sock" "root@$HOST" 2>>"$T/ssh.log" &
                 CTR=($!)
                 ;;
@@ -488,10 +511,51 @@ one() {
                 rec "$run" "conns_s_c$k" "$(kv "$line" conns_s)"
                 rec "$run" "conn_errors_c$k" "$(kv "$line" errors)"
         done
+        if ((${#ROOTS[@]})); then wake_tests "$run"; fi
         # an if, not ||: a function on the left of || would run with set -e off
         if [[ $NAME != floor ]]; then streams_tests "$run"; fi
         rec "$run" steal_pct "$(steal_pct "$st0" "$(cpu_stat)")"
         stop_contender
+}
+
+# Run $1's count of what one connection at a time costs each side of the running contender:
+# wake-ups (voluntary context switches, from /proc), and with perf its epoll waits and system
+# calls (tracepoints, counted in the kernel), per connection of WAKE_SECONDS of `conns`.
+wake_tests() {
+        local run=$1 line n w0c w0h w1c w1h pc='' ph=''
+        if [[ -n $PERF_EVENTS ]]; then
+                perf stat -x, -o "$T/perf-ctr.txt" -e "$PERF_EVENTS" -p "$(tree "${CTR[@]}" | paste -sd,)" 2>>"$T/perf.log" &
+                pc=$!
+                perf stat -x, -o "$T/perf-host.txt" -e "$PERF_EVENTS" -p "$(tree "${HOSTSIDE[@]}" | paste -sd,)" 2>>"$T/perf.log" &
+                ph=$!
+                STARTED+=("$pc" "$ph")
+                sleep 0.5 # perf attaches
+        fi
+        w0c=$(wakeups "${CTR[@]}")
+        w0h=$(wakeups "${HOSTSIDE[@]}")
+        line=$(measure conns --concurrency 1 --seconds "$WAKE_SECONDS")
+        w1c=$(wakeups "${CTR[@]}")
+        w1h=$(wakeups "${HOSTSIDE[@]}")
+        if [[ -n $pc ]]; then
+                kill -INT "$pc" "$ph" 2>/dev/null || true
+                wait "$pc" "$ph" || true
+        fi
+        n=$(kv "$line" n)
+        ((${n:-0} > 0)) || return 0
+        rec "$run" ctr_wake_conn "$(calc "($w1c - $w0c) / $n")"
+        rec "$run" host_wake_conn "$(calc "($w1h - $w0h) / $n")"
+        [[ -n $pc ]] || return 0
+        rec "$run" ctr_epoll_conn "$(perf_count "$T/perf-ctr.txt" epoll "$n")"
+        rec "$run" host_epoll_conn "$(perf_count "$T/perf-host.txt" epoll "$n")"
+        rec "$run" ctr_sys_conn "$(perf_count "$T/perf-ctr.txt" raw_syscalls "$n")"
+        rec "$run" host_sys_conn "$(perf_count "$T/perf-host.txt" raw_syscalls "$n")"
+}
+
+# The count of the events of perf stat -x, output $1 whose name contains $2, divided by $3;
+# nothing when perf counted none of them.
+perf_count() {
+        awk -F, -v want="$2" -v n="$3" '!/^#/ && index($3, want) && $1 ~ /^[0-9]+$/ { s += $1; f = 1 }
+                END { if (f) printf "%.6g\n", s / n }' "$1"
 }
 
 # Run $1's tests of what streams carry once open, on the running contender: round trips (alone
@@ -509,6 +573,22 @@ streams_tests() {
         line=$(measure pingpong --seconds "$SECONDS_PER")
         wait "$bulk_pid" || echo "vm.sh: $NET $NAME: the bulk neighbour failed: $(tail -n 1 "$T/client.log")" >&2
         rec "$run" bulk_rtt_p99_us "$(kv "$line" p99_us)"
+
+        # The same ping-pong next to STALLED downloads nobody reads, opened first: each holds what
+        # its stream's window and the sockets' buffers let through, and must cost the round trips
+        # of its neighbour nothing.
+        if hold_idle "$STALLED" stalled; then
+                sleep 0.5
+                line=$(measure pingpong --seconds "$SECONDS_PER")
+                rec "$run" stalled_rtt_p99_us "$(kv "$line" p99_us)"
+                if ((${#ROOTS[@]})); then
+                        rec "$run" stalled_rss_ctr_mib "$(mib "$(status_kb VmRSS "${CTR[@]}")")"
+                        rec "$run" stalled_rss_host_mib "$(mib "$(status_kb VmRSS "${HOSTSIDE[@]}")")"
+                fi
+        else
+                echo "vm.sh: $NET $NAME: the stalled readers failed: $(tail -n 1 "$T/idle.log")" >&2
+        fi
+        release_idle
 
         c0=$(cpu_ticks "${ROOTS[@]}")
         [[ -n $SLIRP_PID ]] && s0=$(cpu_ticks "$SLIRP_PID")
@@ -549,7 +629,7 @@ mkdir -p "$OUT"
 {
         echo "# sockferry vm bench: $(date -u +%Y-%m-%dT%H:%MZ), $(git -C "$HERE" rev-parse --short HEAD 2>/dev/null || echo '?')"
         echo "# $(nproc) cpus, $(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo), kernel $(uname -r)"
-        echo "# RUNS=$RUNS SECONDS_PER=$SECONDS_PER STREAMS=$STREAMS CONCS=\"$CONCS\" FIRST_N=$FIRST_N FIRST_GAP_MS=$FIRST_GAP_MS IDLE=$IDLE NETS=\"$NETS\" SLIRP_MTU=$SLIRP_MTU SLIRP_CIDR=$SLIRP_CIDR SF_ARGS=\"$SF_ARGS\""
+        echo "# RUNS=$RUNS SECONDS_PER=$SECONDS_PER STREAMS=$STREAMS CONCS=\"$CONCS\" FIRST_N=$FIRST_N FIRST_GAP_MS=$FIRST_GAP_MS IDLE=$IDLE STALLED=$STALLED WAKE_SECONDS=$WAKE_SECONDS NETS=\"$NETS\" SLIRP_MTU=$SLIRP_MTU SLIRP_CIDR=$SLIRP_CIDR SF_ARGS=\"$SF_ARGS\""
         echo "# contenders: ${CONTENDERS[*]}$NOTES"
         echo "# $(slirp4netns --version 2>/dev/null | head -n 1); $(ssh -V 2>&1); loadavg $(cut -d' ' -f1-3 /proc/loadavg)"
 } | tee "$OUT/table.md" >&2
