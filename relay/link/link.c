@@ -987,7 +987,9 @@ static void link_down(struct sf_link *l, const char *cause) {
         if (!l->down_logged) {
                 sf_log(was_up ? SF_LOG_WARN : SF_LOG_INFO, NULL, 0, "link to %s down (%s); retrying", l->p->name, cause);
                 l->down_logged = true;
-        } else if (strcmp(l->cause, cause) != 0) {
+        } else if (strncmp(l->cause, cause, sizeof l->cause - 1) != 0) {
+                /* (l->cause holds the first 255 bytes: a longer cause, a wrong peer's advice, is
+                 * the same cause when those match, not news at every backoff) */
                 sf_log(l->refused ? SF_LOG_WARN : SF_LOG_DEBUG, NULL, 0, "link to %s still down (%s); retrying",
                        l->p->name, cause);
         }
