@@ -107,6 +107,7 @@ struct sf_link {
 
 static void link_down(struct sf_link *l, const char *cause);
 static void dial(struct sf_link *l);
+static void resolve(struct sf_link *l);
 static void flush(struct sf_link *l);
 static void vsock_poll_drop(struct sf_link *l);
 static void on_flush_deferred(struct sf_ev *ev, uint32_t events);
@@ -756,8 +757,6 @@ static void try_next_addr(struct sf_link *l) {
         }
         connect_failed(l, l->last_err ? l->last_err : EHOSTUNREACH);
 }
-
-static void resolve(struct sf_link *l);
 
 static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res) {
         struct sf_link *l = req->data;
