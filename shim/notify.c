@@ -35,14 +35,16 @@ int sf_notify(const char *state) {
         memcpy(sa.sun_path, path, n);
         if (path[0] == '@')
                 sa.sun_path[0] = '\0';
-        int fd = socket(AF_UNIX, SOCK_DGRAM | SF_SOCK_CLOEXEC, 0);
-        if (fd < 0)
+        /* One socket for the process's life, opened at the first state: a relay's descriptors
+         * then do not change around READY=1 (a watcher that counts them right after it would
+         * count a socket about to close). Unconnected, so a notify listener that restarts is
+         * found again. */
+        static int fd = -1;
+        if (fd < 0 && (fd = socket(AF_UNIX, SOCK_DGRAM | SF_SOCK_CLOEXEC, 0)) < 0)
                 return -errno;
         /* Never waits: a listener that reads nothing (its queue full after a few reloads)
          * must not stop the relay's loop; the state is lost then, not the relay. */
         ssize_t r = sendto(fd, state, strlen(state), SF_MSG_NOSIGNAL | SF_MSG_DONTWAIT, (struct sockaddr *)&sa,
                            (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n));
-        int e = errno;
-        close(fd);
-        return r < 0 ? -e : 0;
+        return r < 0 ? -errno : 0;
 }

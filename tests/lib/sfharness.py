@@ -87,7 +87,9 @@ def free_port():
 WAIT_SCALE = float(os.environ.get("SF_WAIT_SCALE") or (3 if VALGRIND else 1))
 
 
-def wait_for(pred, timeout=10.0, what="condition"):
+def wait_for(pred, timeout=10.0, what="condition", detail=None):
+    """pred()'s first true value, polled until timeout; detail(), if given, says in the failure
+    what was there instead."""
     timeout *= WAIT_SCALE
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -95,7 +97,7 @@ def wait_for(pred, timeout=10.0, what="condition"):
         if v:
             return v
         time.sleep(0.01)
-    raise AssertionError("timed out after %.1fs waiting for %s" % (timeout, what))
+    raise AssertionError("timed out after %.1fs waiting for %s%s" % (timeout, what, "\n" + detail() if detail else ""))
 
 
 def connect(addr, timeout=10.0):
