@@ -97,6 +97,21 @@ size_t sf_attach_engine_exec(const struct sf_attach_engine *e, bool with_stdin, 
         return i;
 }
 
+size_t sf_attach_engine_exec_as(const struct sf_attach_engine *e, const char *user, char **argv) {
+        if (!user || e->kind == SF_ENGINE_KUBECTL)
+                return sf_attach_engine_exec(e, true, argv);
+        size_t i = 0;
+        argv[i++] = (char *)e->cli;
+        argv[i++] = "exec";
+        argv[i++] = "-i";
+        if (user[0]) {
+                argv[i++] = "-u";
+                argv[i++] = (char *)user;
+        }
+        argv[i++] = (char *)e->target;
+        return i;
+}
+
 void sf_attach_engine_free(struct sf_attach_engine *e) {
         free(e->argv);
         e->argv = NULL;

@@ -36,6 +36,9 @@ int sf_attach_engine_init(struct sf_attach_engine *e, const char *engine, const 
  * SF_ATTACH_EXEC_MAX): CLI exec [-i] [-u 0] TARGET [--]. with_stdin: -i, and user 0 where the
  * engine can ask for one (docker, podman; kubectl runs the pod's user). The count. */
 size_t sf_attach_engine_exec(const struct sf_attach_engine *e, bool with_stdin, char **argv);
+/* The engine's exec into the target as user (NULL: root; kubectl: always the pod's user) up
+ * to the command, with -i, in argv (room for SF_ATTACH_EXEC_MAX). The count. */
+size_t sf_attach_engine_exec_as(const struct sf_attach_engine *e, const char *user, char **argv);
 /* The ended hook of relay/attach/host.h: plain words, whether to go on, and --inject's copy
  * when the container has no sockferry (or the copy is gone, or not as it was left). */
 enum sf_attach_next sf_attach_engine_explain(struct sf_attach_engine *e, const struct sf_attach_end *end, char *why,

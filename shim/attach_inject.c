@@ -10,6 +10,7 @@
 
 #include "conf/log.h"
 #include "relay/sys/platform.h"
+#include "shim/capture.h"
 
 /* What the engine CLI prints to us while --inject asks and copies: a few lines. */
 #define CAPTURE_MAX 2048
@@ -99,81 +100,6 @@ static const char run_script[] =
         "[ \"$st\" -ge 128 ] || { rm -f ./sockferry; cd -P .. && rmdir -- \"${d##*/}\"; }\n"
         "exit \"$st\"\n";
 
-/* ---- running the engine's CLI to its end ------------------------------------------------------ */
-
-struct capture {
-        char *out;
-        size_t len, cap;
-        int64_t status;
-        int term_signal;
-};
-
-static void cap_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
-        (void)suggested;
-        static char skip[256];
-        struct capture *c = h->data;
-        if (c->len + 1 < c->cap)
-                *buf = uv_buf_init(c->out + c->len, (unsigned)(c->cap - 1 - c->len));
-        else
-                *buf = uv_buf_init(skip, sizeof skip);
-}
-
-static void cap_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
-        struct capture *c = s->data;
-        if (n < 0) {
-                uv_close((uv_handle_t *)s, NULL);
-                return;
-        }
-        if (buf->base == c->out + c->len)
-                c->len += (size_t)n;
-}
-
-static void cap_exit(uv_process_t *p, int64_t status, int term_signal) {
-        struct capture *c = p->data;
-        c->status = status;
-        c->term_signal = term_signal;
-        uv_close((uv_handle_t *)p, NULL);
-}
-
-/* Runs argv to its end on a loop of its own (nothing is attached meanwhile), its stdin the
- * file in_fd (-1: none); what it printed, both streams, raw in out (cap bytes at most). The
- * exit status, or -errno when it could not run. */
-static int run_capture(char *argv[], uv_file in_fd, char *out, size_t cap) {
-        struct capture c = { .out = out, .cap = cap };
-        uv_loop_t loop;
-        uv_pipe_t pipes[2];
-        uv_process_t proc;
-        out[0] = '\0';
-        if (uv_loop_init(&loop) < 0)
-                return -ENOMEM;
-        for (int i = 0; i < 2; i++) {
-                uv_pipe_init(&loop, &pipes[i], 0);
-                pipes[i].data = &c;
-        }
-        proc.data = &c;
-        uv_stdio_container_t stdio[3] = {
-                { .flags = in_fd >= 0 ? UV_INHERIT_FD : UV_IGNORE, .data.fd = in_fd },
-                { .flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&pipes[0] },
-                { .flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&pipes[1] },
-        };
-        uv_process_options_t opts = { .exit_cb = cap_exit, .file = argv[0], .args = argv, .stdio_count = 3,
-                                      .stdio = stdio, .flags = UV_PROCESS_WINDOWS_HIDE };
-        int r = uv_spawn(&loop, &proc, &opts);
-        for (int i = 0; i < 2; i++)
-                if (r < 0)
-                        uv_close((uv_handle_t *)&pipes[i], NULL);
-                else
-                        uv_read_start((uv_stream_t *)&pipes[i], cap_alloc, cap_read);
-        if (r < 0)
-                uv_close((uv_handle_t *)&proc, NULL);
-        uv_run(&loop, UV_RUN_DEFAULT);
-        uv_loop_close(&loop);
-        out[c.len] = '\0';
-        if (r < 0)
-                return -sf_errno_uv(r);
-        return c.term_signal ? 128 + c.term_signal : (int)c.status;
-}
-
 /* What the container printed, for a message: its lines escaped (conf/log.h) and joined by
  * "; ", the "sf-inject: " before ours left out. */
 static void plain(const char *raw, char *out, size_t cap) {
@@ -205,7 +131,7 @@ static void container_arch(const struct sf_attach_engine *e, char *arch, size_t 
         argv[n++] = "uname";
         argv[n++] = "-m";
         argv[n] = NULL;
-        if (run_capture(argv, -1, out, sizeof out) == 0) {
+        if (sf_capture_run(argv, -1, out, sizeof out, SF_CAPTURE_TIMEOUT_MS) == 0) {
                 size_t len = strlen(out);
                 while (len && (out[len - 1] == '\n' || out[len - 1] == '\r'))
                         out[--len] = '\0';
@@ -353,7 +279,7 @@ int sf_attach_inject(struct sf_attach_engine *e, char *why, size_t cap) {
         argv[n++] = hex;
         argv[n++] = size_s;
         argv[n] = NULL;
-        r = run_capture(argv, fd, out, sizeof out);
+        r = sf_capture_run(argv, fd, out, sizeof out, SF_CAPTURE_TIMEOUT_MS);
         uv_fs_close(NULL, &req, fd, NULL);
         uv_fs_req_cleanup(&req);
 

@@ -14,6 +14,7 @@
 #include "relay/control/control.h"
 #include "relay/relay.h"
 #include "shim/attach_engine.h"
+#include "shim/attach_preset.h"
 #include "shim/cli.h"
 
 
@@ -25,13 +26,15 @@ struct attach_main {
         struct sf_control *control; /* `control =`: sockferry stats of attach's forwards */
         struct sf_attach_engine eng;
         struct sf_attach_params params;
+        struct sf_attach_preset preset;
         uv_signal_t sigs[SF_CLI_N_STOP_SIGNALS];
         int signals_seen;
         bool failed, stopping;
 };
 
 static void help(void) {
-        fputs("Usage: sockferry attach [-c FILE] [-F SPEC]... [--engine docker|podman|kubectl] [--engine-cmd PATH]\n"
+        fputs("Usage: sockferry attach [--ssh-agent] [--gpg-agent [--no-gpg-keys]] [--docker] [--user USER]\n"
+              "                        [-c FILE] [-F SPEC]... [--engine docker|podman|kubectl] [--engine-cmd PATH]\n"
               "                        [--inject[=PATH]] [--inject-dir DIR] [-v|-q] TARGET\n"
               "       sockferry attach [-c FILE] [-F SPEC]... [-v|-q] -- CMD [ARG]...\n"
               "\n"
@@ -43,6 +46,14 @@ static void help(void) {
               "the container is the authentication. When the exec ends it is started again (100 ms to 5 s);\n"
               "SIGTERM/SIGINT drain, end it, and the container's sockets are removed.\n"
               "\n"
+              "      --ssh-agent      this shell's agent ($SSH_AUTH_SOCK) at /run/sockferry/ssh-agent.sock,\n"
+              "                       USER's; SSH_AUTH_SOCK set for bash and login shells there\n"
+              "      --gpg-agent      gpg-agent's extra socket at USER's agent socket there (gpgconf --list-dirs\n"
+              "                       agent-socket), with no-autostart and the public keys of the secret keys\n"
+              "      --no-gpg-keys    with --gpg-agent: import no public keys\n"
+              "      --docker         the engine's socket here (DOCKER_HOST, else the context) at\n"
+              "                       /var/run/docker.sock, USER's and USER's group's (0660)\n"
+              "      --user USER      who the presets' sockets are for (default: the container's user)\n"
               "  -c, --config FILE    INI configuration (see sockferry.conf(5))\n"
               "  -F, --forward SPEC   NAME:LISTEN=CONNECT[|CONNECT...][,key=value]... (repeatable)\n"
               "      --engine E       docker (default), podman or kubectl\n"
@@ -115,8 +126,14 @@ static enum sf_attach_next on_ended(void *data, const struct sf_attach_end *end,
         return sf_attach_engine_explain(&m->eng, end, why, cap);
 }
 
+static void on_starting(void *data) {
+        struct attach_main *m = data;
+        sf_attach_preset_setup(&m->preset, &m->eng);
+}
+
 int sf_cmd_attach(int argc, char **argv) {
-        enum { OPT_ENGINE = 0x300, OPT_ENGINE_CMD, OPT_INJECT, OPT_INJECT_DIR };
+        enum { OPT_ENGINE = 0x300, OPT_ENGINE_CMD, OPT_INJECT, OPT_INJECT_DIR, OPT_SSH, OPT_GPG, OPT_NO_KEYS, OPT_DOCKER,
+               OPT_USER };
         /* The common options but -t: what attach would bind is in the container. */
         static const struct option opts[] = { { "config", required_argument, NULL, 'c' },
                                                { "forward", required_argument, NULL, 'F' },
@@ -129,11 +146,16 @@ int sf_cmd_attach(int argc, char **argv) {
                                                { "engine-cmd", required_argument, NULL, OPT_ENGINE_CMD },
                                                { "inject", optional_argument, NULL, OPT_INJECT },
                                                { "inject-dir", required_argument, NULL, OPT_INJECT_DIR },
+                                               { "ssh-agent", no_argument, NULL, OPT_SSH },
+                                               { "gpg-agent", no_argument, NULL, OPT_GPG },
+                                               { "no-gpg-keys", no_argument, NULL, OPT_NO_KEYS },
+                                               { "docker", no_argument, NULL, OPT_DOCKER },
+                                               { "user", required_argument, NULL, OPT_USER },
                                                {} };
         struct sf_cli_opts o;
         struct attach_main m = { 0 };
         const char *engine = "docker", *engine_cmd = NULL, *inject = NULL, *inject_dir = NULL;
-        bool want_inject = false;
+        bool want_inject = false, no_keys = false;
         int c;
 
         if (sf_cli_opts_init(&o, argc) < 0)
@@ -153,6 +175,16 @@ int sf_cmd_attach(int argc, char **argv) {
                         want_inject = true, inject = optarg;
                 else if (c == OPT_INJECT_DIR)
                         want_inject = true, inject_dir = optarg;
+                else if (c == OPT_SSH)
+                        m.preset.ssh = true;
+                else if (c == OPT_GPG)
+                        m.preset.gpg = true;
+                else if (c == OPT_NO_KEYS)
+                        no_keys = true;
+                else if (c == OPT_DOCKER)
+                        m.preset.docker = true;
+                else if (c == OPT_USER)
+                        m.preset.user = optarg;
                 else
                         r = sf_cli_opt("attach", c, argv, &o);
                 if (r != SF_CLI_NEXT) {
@@ -179,8 +211,16 @@ int sf_cmd_attach(int argc, char **argv) {
                 status = sf_attach_engine_init(&m.eng, command ? NULL : engine, engine_cmd, command ? NULL : argv[optind],
                                                command ? argv + optind : NULL, want_inject, inject, inject_dir);
         }
+        if (!status && (no_keys || m.preset.user) && !sf_attach_preset_any(&m.preset))
+                status = sf_cli_usage_error("attach", "%s goes with --ssh-agent, --gpg-agent or --docker",
+                                            no_keys ? "--no-gpg-keys" : "--user");
+        m.preset.gpg_keys = !no_keys;
+        if (!status && sf_attach_preset_any(&m.preset))
+                status = sf_attach_preset_prepare(&m.preset, &m.eng, &o);
         if (status) {
                 sf_cli_opts_free(&o);
+                sf_attach_preset_free(&m.preset);
+                sf_attach_engine_free(&m.eng);
                 return status;
         }
 
@@ -205,6 +245,7 @@ int sf_cmd_attach(int argc, char **argv) {
         }
         if (status) {
                 sf_conf_free(&m.conf);
+                sf_attach_preset_free(&m.preset);
                 sf_attach_engine_free(&m.eng);
                 return status;
         }
@@ -217,6 +258,7 @@ int sf_cmd_attach(int argc, char **argv) {
                 .what = m.eng.what,
                 .keepalive_ms = m.conf.n_forwards ? m.conf.forwards[0].keepalive_ms : 15000,
                 .ended = on_ended,
+                .starting = on_starting,
                 .failed = on_failed,
                 .data = &m,
         };
@@ -245,6 +287,7 @@ out:
         sf_relay_free(m.relay);
         uv_loop_close(&m.loop);
         sf_conf_free(&m.conf);
+        sf_attach_preset_free(&m.preset);
         sf_attach_engine_free(&m.eng);
         return status;
 }

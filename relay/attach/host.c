@@ -438,6 +438,8 @@ static void pipe_drop(struct sf_attach *a, uv_pipe_t *p) {
 }
 
 static void spawn(struct sf_attach *a) {
+        if (a->p->starting)
+                a->p->starting(a->p->data);
         a->running = true;
         a->spawn_err = 0;
         a->status = 0;

@@ -39,6 +39,9 @@ struct sf_attach_params {
         /* A run ended: plain words for why into why (the owner's knowledge of its engine), and
          * whether to start again. NULL: the status and the last line, and start again. */
         enum sf_attach_next (*ended)(void *data, const struct sf_attach_end *end, char *why, size_t cap);
+        /* Before each run of the command (NULL: none): the owner's set-up in the container,
+         * done again after a restart made the container anew. It may block briefly. */
+        void (*starting)(void *data);
         /* attach gave up (ended said so): the owner stops. */
         void (*failed)(void *data);
         void *data;

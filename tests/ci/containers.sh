@@ -5,6 +5,8 @@
 #                                   Kubernetes sidecar's settings, doc/MACOS.md's commands
 #   tests/ci/containers-attach.sh   attach (issue 25) with images made from this machine's
 #                                   binaries, the engine's failures in plain words, --inject
+#   tests/ci/containers-presets.sh  attach --ssh-agent --gpg-agent --docker for a uid-1000
+#                                   container user (issue 34), with dockerd and with podman
 # As root on Debian 12 (Debian's docker.io is installed here first):
 #
 #   tests/ci/containers.sh BUILD_DIR     exit 0 PASS, 1 FAIL (a part failed), 77 SKIP (no
@@ -16,18 +18,19 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:?usage: tests/ci/containers.sh BUILD_DIR}" && pwd)
 
 needs_root "apt-get, dockerd"
-engine_install docker.io docker-compose mmdebstrap python3-yaml curl openssh-client
+engine_install docker.io docker-compose mmdebstrap python3-yaml curl openssh-client podman gnupg
 engine_start docker
 export SF_CI_DOCKER_HOST=$DOCKER_HOST
 
 failed=() skipped=()
-for part in images attach; do
+for part in images attach presets presets-podman; do
         rc=0
-        if [ "$part" = images ]; then
-                "$src/tests/ci/containers-images.sh" || rc=$?
-        else
-                "$src/tests/ci/containers-attach.sh" "$build" || rc=$?
-        fi
+        case $part in
+        images) "$src/tests/ci/containers-images.sh" || rc=$? ;;
+        attach) "$src/tests/ci/containers-attach.sh" "$build" || rc=$? ;;
+        presets) "$src/tests/ci/containers-presets.sh" "$build" docker || rc=$? ;;
+        presets-podman) "$src/tests/ci/containers-presets.sh" "$build" podman || rc=$? ;;
+        esac
         case $rc in
         0) ;;
         77) skipped+=("$part") ;;
@@ -35,5 +38,5 @@ for part in images attach; do
         esac
 done
 ((${#failed[@]} == 0)) || fail "${failed[*]} (above)"
-((${#skipped[@]} < 2)) || skip "both parts (above)"
+((${#skipped[@]} < 4)) || skip "every part (above)"
 ((${#skipped[@]} == 0)) || say "skipped: ${skipped[*]} (above)"

@@ -798,5 +798,33 @@ def test_a_flood_of_far_end_stderr_is_cut_to_the_rate_with_a_count(sc):
     assert 0 < shown <= 20 * (math.floor(span) + 2) and shown + dropped == n, (shown, span, dropped, text[-3000:])
 
 
+def test_presets_say_what_is_missing_before_any_exec(sc):
+    """The presets' errors on this side, in plain words, before the engine runs anything
+    (attach with a real engine: tests/ci/containers-presets.sh)."""
+    d = sc.tmpdir()
+    engine = fake_engine(d)
+
+    def attach(args, env):
+        p = subprocess.run([SOCKFERRY, "attach", "--engine-cmd", engine] + args + ["app"], capture_output=True,
+                           text=True, timeout=30, env=dict(os.environ, FAKE_MODE="ok", FAKE_CALLS=d + "/calls", **env))
+        return p.returncode, p.stderr
+
+    rc, err = attach(["--ssh-agent"], {"SSH_AUTH_SOCK": ""})
+    assert rc == 78 and "--ssh-agent: SSH_AUTH_SOCK is not set in this shell" in err, (rc, err)
+    rc, err = attach(["--ssh-agent"], {"SSH_AUTH_SOCK": d + "/no agent"})
+    assert rc == 78 and "SSH_AUTH_SOCK=%s/no agent: No such file or directory: is the agent running?" % d in err, \
+        (rc, err)
+    rc, err = attach(["--docker"], {"DOCKER_HOST": "tcp://198.18.0.1:2375"})
+    assert rc == 78 and "--docker: the engine here is tcp://198.18.0.1:2375 (DOCKER_HOST), not a socket" in err, \
+        (rc, err)
+    rc, err = attach(["--user", "app"], {})
+    assert rc == 64 and "--user goes with --ssh-agent, --gpg-agent or --docker" in err, (rc, err)
+    rc, err = attach(["--docker", "--user", "a b"], {})
+    assert rc == 64 and "--user a b: expected a user name or UID[:GID]" in err, (rc, err)
+    p = subprocess.run([SOCKFERRY, "attach", "--ssh-agent", "--", "sh"], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 64 and "not with -- CMD" in p.stderr, (p.returncode, p.stderr)
+    assert not os.path.exists(d + "/calls"), calls(d)
+
+
 if __name__ == "__main__":
     sftap.main(sftap.tests_of(globals()), fixture=Scene)

@@ -626,6 +626,27 @@ def test_user_can_use_its_socket_and_no_new_privs(c):
     expect("nnp=1" in out, "no-new-privs not set: %r" % out, log)
 
 
+def test_a_mounted_socket_only_root_can_use_is_served_to_the_payloads_user(c):
+    """Docker Desktop 4.72 and others pass some -v socket mounts through, root's and 0660: the
+    container's user cannot open them. run (root) takes the mounted path as its first
+    candidate and serves it to the payload's user (README, "When you do not need sockferry")."""
+    need_root()
+    os.chmod(c.upstream, 0o660)
+    st = os.stat(c.upstream)
+    expect(st.st_uid == 0 and st.st_gid == 0, "the stand-in for the mounted socket is not root's: %r" % (st,))
+    fwd = ("broker:unix:%s=unix:%s|tcp:127.0.0.1:9,owner=nobody,mode=0600,env=X_SOCK"
+           % (c.listen, c.upstream))
+    # run's socket, then the mounted one itself
+    both = CONNECT_NOW + "path = sys.argv[2]" + CONNECT_NOW.split("path = sys.argv[1]", 1)[1]
+    rc, out, log = c.run(["run", "--user", "nobody", "-F", fwd, "--", "/bin/sh", "-c",
+                          'exec %s -c "$1" "$X_SOCK" "$2"' % PYTHON, "sh", both, c.upstream])
+    expect("echo:ping" in out, "through run's socket: %r" % out, log)
+    expect("connect failed: [Errno 13] Permission denied" in out and rc == 3,
+           "the mounted socket itself should refuse nobody: rc %d, %r" % (rc, out), log)
+    lst = os.stat(c.listen) if os.path.exists(c.listen) else None
+    expect(lst is None, "run's socket outlived it", log)
+
+
 def test_relay_keeps_only_cap_kill(c):
     # A TCP upstream: nothing calls for CAP_DAC_OVERRIDE, so only CAP_KILL (bit 5) stays.
     fwd = "broker:unix:%s=tcp:127.0.0.1:9" % c.listen
