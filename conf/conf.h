@@ -24,6 +24,8 @@ enum sf_auth { SF_AUTH_NONE = 0, SF_AUTH_TOKEN };
 enum sf_env_format { SF_ENV_PATH = 0, SF_ENV_UNIX_URL };
 /* How a forward's connections reach a host relay over an authenticated link (doc/PROTOCOL.md). */
 enum sf_link_mode { SF_LINK_SHARED = 0, SF_LINK_PER_CONNECTION };
+/* The sockets users forward most (conf/preset.h): defaults for the keys a forward leaves out. */
+enum sf_preset { SF_PRESET_NONE = 0, SF_PRESET_SSH_AGENT, SF_PRESET_GPG_AGENT, SF_PRESET_DOCKER };
 
 /* Where a forward came from, for messages: "FILE:LINE: [section]" or "-F 'spec'". */
 struct sf_origin {
@@ -56,6 +58,7 @@ struct sf_forward {
         char service[SF_NAME_MAX];
         bool service_set;
         enum sf_link_mode link;   /* default shared */
+        enum sf_preset preset;    /* applied by sf_conf_validate(), to the keys not set */
         uint64_t keepalive_ms;    /* default 15000; 0: no pings */
 
         char alias[SF_UNIX_PATH_MAX];
@@ -63,7 +66,7 @@ struct sf_forward {
         enum sf_env_format env_format;
 
         mode_t mode;              /* default 0660 */
-        bool owner_set, group_set;
+        bool mode_set, owner_set, group_set;
         uid_t owner;
         gid_t group;
         uid_t allow_uid[SF_MAX_ALLOW];
@@ -116,7 +119,7 @@ int sf_conf_load_text(struct sf_conf *c, const char *name, const char *text, siz
 /* Adds one -F NAME:LISTEN=CONNECT[,key=value...] forward. Errors name the argument. */
 int sf_conf_add_spec(struct sf_conf *c, const char *spec);
 /* Cross-checks after everything is loaded: missing keys, duplicates, policy. Also sets the
- * defaults that follow other keys (preauth_max). */
+ * defaults that follow other keys (preauth_max) and those of each forward's preset. */
 int sf_conf_validate(struct sf_conf *c);
 /* The token file a forward uses: its own, else the global one, else NULL. */
 const char *sf_conf_token_file(const struct sf_conf *c, const struct sf_forward *f);

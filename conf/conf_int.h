@@ -5,6 +5,7 @@
  *   keys.c      the value of each key, the key table and the typo suggestions
  *   load.c      the INI file (inih)
  *   spec.c      -F NAME:LISTEN=CONNECT[,key=value...]
+ *   preset.c    the presets' table: the defaults of ssh-agent, gpg-agent, docker
  *   validate.c  the checks that need every forward: missing keys, duplicates, policy
  *   index.c     finding forwards by a key in constant time
  *   text.c      the small text helpers below, the endpoint parser's too */
@@ -93,7 +94,7 @@ struct sf_conf_key {
         int (*global)(struct sf_conf *c, const char *v, char *err, size_t errlen);
 };
 
-#define SF_CONF_N_KEYS 30
+#define SF_CONF_N_KEYS 31
 /* Every key, in the order the "expected one of" lists show them. */
 extern const struct sf_conf_key sf_conf_keys[SF_CONF_N_KEYS];
 

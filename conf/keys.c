@@ -7,6 +7,7 @@
 
 #include "conf/conf_int.h"
 #include "conf/platform.h"
+#include "conf/preset.h"
 #include "conf/value.h"
 
 /* connect candidates are separated by whitespace or '|' (the -F form cannot use spaces
@@ -171,7 +172,14 @@ static int parse_env_format(struct sf_forward *f, const char *v, char *err, size
 }
 
 static int parse_mode(struct sf_forward *f, const char *v, char *err, size_t errlen) {
-        return sf_mode_parse(v, &f->mode, err, errlen);
+        if (sf_mode_parse(v, &f->mode, err, errlen) < 0)
+                return -EINVAL;
+        f->mode_set = true;
+        return 0;
+}
+
+static int parse_preset(struct sf_forward *f, const char *v, char *err, size_t errlen) {
+        return sf_conf_preset_parse(v, &f->preset, err, errlen);
 }
 
 static int parse_owner(struct sf_forward *f, const char *v, char *err, size_t errlen) {
@@ -393,6 +401,7 @@ const struct sf_conf_key sf_conf_keys[] = {
         { "service", parse_service, NULL },
         { "link", parse_link, NULL },
         { "keepalive", parse_keepalive, NULL },
+        { "preset", parse_preset, NULL },
         { "log-level", NULL, parse_log_level },
         { "log-format", NULL, parse_log_format },
         { "control", NULL, parse_control },

@@ -5,9 +5,11 @@
 #include <string.h>
 
 #include "conf/conf_int.h"
+#include "conf/preset.h"
 
-/* Checks of one forward on its own; returns how many errors there were. */
-static unsigned check_forward(const struct sf_conf *c, const struct sf_forward *f) {
+/* Checks of one forward on its own; returns how many errors there were. A preset that found no
+ * connect default (preset_ok false) said why already. */
+static unsigned check_forward(const struct sf_conf *c, const struct sf_forward *f, bool preset_ok) {
         unsigned n = 0;
         char why[MSG_MAX];
         if (f->listen_set && !c->listen_elsewhere && sf_endpoint_supported(&f->listen, why, sizeof why) < 0) {
@@ -19,7 +21,7 @@ static unsigned check_forward(const struct sf_conf *c, const struct sf_forward *
                 sf_conf_forward_error(f, NULL, "missing listen, expected listen = ENDPOINT");
                 n++;
         }
-        if (f->n_connect == 0) {
+        if (f->n_connect == 0 && preset_ok) {
                 sf_conf_forward_error(f, NULL, "missing connect, expected connect = ENDPOINT [ENDPOINT...]");
                 n++;
         }
@@ -247,9 +249,17 @@ int sf_conf_validate(struct sf_conf *c) {
                 goto out;
         }
         for (size_t j = 0; j < c->n_forwards; j++) {
+                /* Every key of the forward is known here, so a preset's defaults fill only what
+                 * none of them set, whatever their order. */
+                char why[MSG_MAX];
+                bool preset_ok = sf_conf_preset_apply(&c->forwards[j], why, sizeof why) == 0;
+                if (!preset_ok) {
+                        sf_conf_forward_error(&c->forwards[j], "preset", "%s", why);
+                        n++;
+                }
                 sf_conf_forward_resolve(&c->forwards[j]);
                 const struct sf_forward *b = &c->forwards[j];
-                n += check_forward(c, b);
+                n += check_forward(c, b, preset_ok);
                 n += check_shared(c, &sh, j);
                 if (c->control_set && b->listen_set && sf_endpoint_equal(&c->control, &b->listen)) {
                         /* Only the config file sets control, but no line is kept for it. */

@@ -9,7 +9,7 @@
 
 #include "helpers.h"
 
-#define FORWARD_KEYS "listen, connect, auth, allow-insecure, token-file, alias, env, env-format, mode, owner, group, allow-uid, allow-gid, max-conns, max-links, preauth-max, connect-timeout, handshake-timeout, idle-timeout, connect-auth, service, link, keepalive"
+#define FORWARD_KEYS "listen, connect, auth, allow-insecure, token-file, alias, env, env-format, mode, owner, group, allow-uid, allow-gid, max-conns, max-links, preauth-max, connect-timeout, handshake-timeout, idle-timeout, connect-auth, service, link, keepalive, preset"
 #define GLOBAL_KEYS "token-file, log-level, log-format, control, user, no-new-privs, drain-timeout, seccomp"
 #define SYNTAX "syntax error, expected [section] or key = value"
 

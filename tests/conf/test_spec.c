@@ -8,7 +8,7 @@
 #include "helpers.h"
 
 #define SPEC_EXPECTED "expected NAME:LISTEN=CONNECT[,key=value...]"
-#define FORWARD_KEYS "listen, connect, auth, allow-insecure, token-file, alias, env, env-format, mode, owner, group, allow-uid, allow-gid, max-conns, max-links, preauth-max, connect-timeout, handshake-timeout, idle-timeout, connect-auth, service, link, keepalive"
+#define FORWARD_KEYS "listen, connect, auth, allow-insecure, token-file, alias, env, env-format, mode, owner, group, allow-uid, allow-gid, max-conns, max-links, preauth-max, connect-timeout, handshake-timeout, idle-timeout, connect-auth, service, link, keepalive, preset"
 
 TestSuite(spec, .init = scratch_setup, .fini = scratch_teardown);
 
