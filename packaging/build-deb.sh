@@ -11,7 +11,7 @@
 #     here with build-static.sh (incremental, in its cache);
 #   the Maintainer field and debian/changelog: the version is meson.build's, the maintainer
 #     SF_MAINTAINER ("Name <email>"), else DEBFULLNAME and DEBEMAIL, else git's user.name and
-#     user.email; the date is the last commit's (SOURCE_DATE_EPOCH, when set).
+#     user.email, else the last commit's author; the date is the last commit's (SOURCE_DATE_EPOCH, when set).
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 out=$(realpath -m "${1:-$src/build-deb}")
@@ -23,8 +23,13 @@ fi
 if [ -z "$maintainer" ] && git -C "$src" config user.email >/dev/null; then
         maintainer="$(git -C "$src" config user.name) <$(git -C "$src" config user.email)>"
 fi
+# A fresh clone on a machine with no git identity (a CI machine) still has its last commit's
+# author.
+if [ -z "$maintainer" ] && a=$(git -C "$src" log -1 --format='%an <%ae>' 2>/dev/null) && [ "$a" != " <>" ]; then
+        maintainer=$a
+fi
 [ -n "$maintainer" ] || {
-        echo "build-deb: who maintains this package? Set SF_MAINTAINER='Name <email>' (or DEBFULLNAME and DEBEMAIL, or git's user.name and user.email)" >&2
+        echo "build-deb: who maintains this package? Set SF_MAINTAINER='Name <email>' (or DEBFULLNAME and DEBEMAIL, git's user.name and user.email, or build from a git clone)" >&2
         exit 1; }
 if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then
         date=$(date -u -R -d "@$SOURCE_DATE_EPOCH")
