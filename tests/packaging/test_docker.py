@@ -74,7 +74,7 @@ def test_the_static_image_runs_as_a_non_root_uid_and_gid():
 
 
 def test_the_readmes_copy_from_takes_usr_lib_sockferry_the_same_on_every_architecture():
-    for doc in ("README.md", "packaging/README.md"):
+    for doc in ("doc/INSTALL.md", "packaging/README.md"):
         copies = re.findall(r"^COPY --from=sockferry (\S+)", (ROOT / doc).read_text(), re.M)
         assert copies and all("-linux-gnu" not in c for c in copies) and "/usr/lib/sockferry/" in copies, \
             f"{doc}: {copies!r}"
