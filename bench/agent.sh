@@ -24,8 +24,9 @@
 # The clients run on this machine's side for every path, reaching the socket the far end made
 # through the directory it is in (for nsenter and docker, the directory bind-mounted into the
 # namespace or container), so no path pays for entering a namespace per command. Each round
-# runs every command once through every path in turn, so that a change of the machine's load
-# falls on all paths alike; one warm-up round is not counted.
+# runs every command once through every path in turn, each round starting one path later, so
+# that a change of the machine's load falls on all paths alike and no path is always first;
+# one warm-up round is not counted.
 #
 #   bench/agent.sh [BUILDDIR]     (default BUILDDIR: build-bench next to bench/)
 #
@@ -408,9 +409,12 @@ busy=$(wait_quiet)
 } | tee "$OUT/table.md" >&2
 st0=$(cpu_stat)
 for c in "${CMDS[@]}"; do for p in "${PATHS[@]}"; do time_one "$p" "$c" >/dev/null; done; done # warm-up
+np=${#PATHS[@]}
 for ((r = 1; r <= N; r++)); do
+        # Each round starts with the next path: none always runs first, right after another
+        # command's client exited (the page cache warm, the scheduler's choice of core).
         for c in "${CMDS[@]}"; do
-                for p in "${PATHS[@]}"; do time_one "$p" "$c" >>"$OUT/samples.tsv"; done
+                for ((i = 0; i < np; i++)); do time_one "${PATHS[(i + r) % np]}" "$c" >>"$OUT/samples.tsv"; done
         done
         ((r % 50)) || echo "round $r/$N" >&2
 done

@@ -13,7 +13,8 @@ static bool str_equal(const char *a, const char *b) {
 bool sf_conf_forward_listen_equal(const struct sf_forward *a, const struct sf_forward *b) {
         return sf_endpoint_equal(&a->listen, &b->listen) && a->mode == b->mode && a->owner_set == b->owner_set &&
                (!a->owner_set || a->owner == b->owner) && a->group_set == b->group_set &&
-               (!a->group_set || a->group == b->group);
+               (!a->group_set || a->group == b->group) && a->accounts_elsewhere == b->accounts_elsewhere &&
+               strcmp(a->owner_name, b->owner_name) == 0 && strcmp(a->group_name, b->group_name) == 0;
 }
 
 bool sf_conf_forward_equal(const struct sf_forward *a, const struct sf_forward *b) {
@@ -23,7 +24,8 @@ bool sf_conf_forward_equal(const struct sf_forward *a, const struct sf_forward *
         for (size_t i = 0; i < a->n_connect; i++)
                 if (strcmp(a->connect[i].text, b->connect[i].text) != 0)
                         return false;
-        if (a->n_allow_uid != b->n_allow_uid || a->n_allow_gid != b->n_allow_gid)
+        if (a->n_allow_uid != b->n_allow_uid || a->n_allow_gid != b->n_allow_gid ||
+            strcmp(a->allow_uid_names, b->allow_uid_names) != 0 || strcmp(a->allow_gid_names, b->allow_gid_names) != 0)
                 return false;
         for (size_t i = 0; i < a->n_allow_uid; i++)
                 if (a->allow_uid[i] != b->allow_uid[i])

@@ -73,6 +73,13 @@ struct sf_forward {
         size_t n_allow_uid;
         gid_t allow_gid[SF_MAX_ALLOW];
         size_t n_allow_gid;
+        /* attach (sf_conf.listen_elsewhere): the far end makes the listener in a container, so
+         * owner, group, allow-uid and allow-gid name the container's accounts, not this
+         * system's (on Windows there are none): kept as written, their form checked, for the far
+         * end to look up; owner, group and the allow lists' ids above are then not set. */
+        bool accounts_elsewhere;
+        char owner_name[256], group_name[256];
+        char allow_uid_names[1024], allow_gid_names[1024];
 
         uint32_t max_conns;           /* default 1024 */
         uint32_t max_links;           /* shared links a listener serves at once; default 64 */

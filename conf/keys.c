@@ -182,27 +182,39 @@ static int parse_preset(struct sf_forward *f, const char *v, char *err, size_t e
         return sf_conf_preset_parse(v, &f->preset, err, errlen);
 }
 
+/* An account of the far end's (accounts_elsewhere), kept as written in out. */
+static int keep_account_name(const char *v, bool users, char *out, size_t cap, char *err, size_t errlen) {
+        if (sf_account_name_check(v, users, err, errlen) < 0)
+                return -EINVAL;
+        snprintf(out, cap, "%s", v);
+        return 0;
+}
+
 static int parse_owner(struct sf_forward *f, const char *v, char *err, size_t errlen) {
         gid_t primary;
-        if (sf_user_parse(v, &f->owner, &primary, err, errlen) < 0)
+        if (f->accounts_elsewhere ? keep_account_name(v, true, f->owner_name, sizeof f->owner_name, err, errlen) < 0
+                                  : sf_user_parse(v, &f->owner, &primary, err, errlen) < 0)
                 return -EINVAL;
         f->owner_set = true;
         return 0;
 }
 
 static int parse_group(struct sf_forward *f, const char *v, char *err, size_t errlen) {
-        if (sf_group_parse(v, &f->group, err, errlen) < 0)
+        if (f->accounts_elsewhere ? keep_account_name(v, false, f->group_name, sizeof f->group_name, err, errlen) < 0
+                                  : sf_group_parse(v, &f->group, err, errlen) < 0)
                 return -EINVAL;
         f->group_set = true;
         return 0;
 }
 
-/* allow-uid and allow-gid: a list of users or groups, each resolved to its id. */
-static int parse_id_list(const char *v, bool users, uint32_t *ids, size_t *n_ids, char *err, size_t errlen) {
+/* allow-uid and allow-gid: a list of users or groups, each resolved to its id; for the far
+ * end's accounts (names non-NULL), each checked and the list kept as names, space-separated. */
+static int parse_id_list(const char *v, bool users, uint32_t *ids, size_t *n_ids, char *names, size_t names_cap,
+                         char *err, size_t errlen) {
         uint32_t tmp[SF_MAX_ALLOW];
         char name[256];
         const char *item;
-        size_t n = 0, len;
+        size_t n = 0, len, used = 0;
 
         for (const char *p = v; (len = sf_conf_next_item(&p, ALLOW_SEP, &item)) > 0; n++) {
                 if (n == SF_MAX_ALLOW)
@@ -213,6 +225,17 @@ static int parse_id_list(const char *v, bool users, uint32_t *ids, size_t *n_ids
                                             users ? "user name or a numeric UID" : "group name or a numeric GID");
                 memcpy(name, item, len);
                 name[len] = '\0';
+                if (names) {
+                        if (sf_account_name_check(name, users, err, errlen) < 0)
+                                return -EINVAL;
+                        /* SF_MAX_ALLOW names of at most 255 bytes may not all fit. */
+                        int w = snprintf(names + used, names_cap - used, "%s%s", n ? " " : "", name);
+                        if (w < 0 || (size_t)w >= names_cap - used)
+                                return sf_conf_fail(err, errlen, "the %s names are longer than %zu bytes in all",
+                                                    users ? "user" : "group", names_cap - 1);
+                        used += (size_t)w;
+                        continue;
+                }
                 if (users) {
                         uid_t uid;
                         gid_t primary;
@@ -229,19 +252,22 @@ static int parse_id_list(const char *v, bool users, uint32_t *ids, size_t *n_ids
         if (n == 0)
                 return sf_conf_fail(err, errlen, "empty value, expected one or more %s separated by spaces",
                                     users ? "user names or UIDs" : "group names or GIDs");
-        memcpy(ids, tmp, n * sizeof tmp[0]);
+        if (!names)
+                memcpy(ids, tmp, n * sizeof tmp[0]);
         *n_ids = n;
         return 0;
 }
 
 static int parse_allow_uid(struct sf_forward *f, const char *v, char *err, size_t errlen) {
         _Static_assert(sizeof(uid_t) == sizeof(uint32_t), "uid_t is 32 bits");
-        return parse_id_list(v, true, (uint32_t *)f->allow_uid, &f->n_allow_uid, err, errlen);
+        return parse_id_list(v, true, (uint32_t *)f->allow_uid, &f->n_allow_uid,
+                             f->accounts_elsewhere ? f->allow_uid_names : NULL, sizeof f->allow_uid_names, err, errlen);
 }
 
 static int parse_allow_gid(struct sf_forward *f, const char *v, char *err, size_t errlen) {
         _Static_assert(sizeof(gid_t) == sizeof(uint32_t), "gid_t is 32 bits");
-        return parse_id_list(v, false, (uint32_t *)f->allow_gid, &f->n_allow_gid, err, errlen);
+        return parse_id_list(v, false, (uint32_t *)f->allow_gid, &f->n_allow_gid,
+                             f->accounts_elsewhere ? f->allow_gid_names : NULL, sizeof f->allow_gid_names, err, errlen);
 }
 
 /* A count of connections, min to a million. */

@@ -113,6 +113,7 @@ static void start_forward(struct loader *l, const char *name) {
                 return;
         }
         sf_conf_forward_init(&f);
+        f.accounts_elsewhere = c->listen_elsewhere;
         strcpy(f.name, name);
         if (sf_conf_forward_origin(&f, "%s:%u: [%s]", l->path, l->line, name) < 0 || sf_conf_forward_add(c, &f) < 0) {
                 sf_conf_forward_clear(&f);

@@ -102,6 +102,7 @@ int sf_conf_add_spec(struct sf_conf *c, const char *spec) {
         int r = -EINVAL;
 
         sf_conf_forward_init(&f);
+        f.accounts_elsewhere = c->listen_elsewhere;
         char *copy = strdup(spec);
         if (!copy) {
                 spec_error(spec, "%s", strerror(ENOMEM));

@@ -178,6 +178,28 @@ int sf_user_parse(const char *s, uid_t *uid, gid_t *gid, char *err, size_t errle
         return 0;
 }
 
+int sf_account_name_check(const char *s, bool users, char *err, size_t errlen) {
+        const char *what = users ? "user" : "group";
+        uint32_t id;
+        int r = parse_id(s, &id);
+        if (!*s)
+                return sf_conf_fail(err, errlen, "empty value, expected a %s name or a numeric %s", what, users ? "UID" : "GID");
+        if (r < 0)
+                return sf_conf_fail(err, errlen, "\"%s\" is not a valid %s, expected a number below 4294967295", s,
+                                    users ? "UID" : "GID");
+        if (r > 0)
+                return 0;
+        /* The portable account name (POSIX 3.437) and the trailing '$' of machine accounts;
+         * it is looked up in the container, so anything else would only fail there. */
+        size_t n = strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-");
+        if (s[0] == '-' || n > 255 || (s[n] && !(s[n] == '$' && !s[n + 1])))
+                return sf_conf_fail(err, errlen,
+                                    "\"%s\" is not a %s name, expected a name of letters, digits, '.', '_' and '-' "
+                                    "(looked up in the container) or a numeric %s",
+                                    s, what, users ? "UID" : "GID");
+        return 0;
+}
+
 int sf_group_parse(const char *s, gid_t *gid, char *err, size_t errlen) {
         uint32_t id;
         int r;

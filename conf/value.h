@@ -24,3 +24,7 @@ int sf_user_parse(const char *s, uid_t *uid, gid_t *gid, char *err, size_t errle
 /* "NAME|UID[:GROUP|GID]" as the user key takes it. */
 int sf_user_group_parse(const char *s, uid_t *uid, gid_t *gid, char *err, size_t errlen);
 int sf_group_parse(const char *s, gid_t *gid, char *err, size_t errlen);
+/* An account (users: a user, else a group) named for another system, the far end of attach in
+ * a container: a numeric id or a name of the form account names take, not looked up here.
+ * Returns 0, or -EINVAL with a message in err. */
+int sf_account_name_check(const char *s, bool users, char *err, size_t errlen);

@@ -57,18 +57,17 @@ int sf_attach_wire_text(const struct sf_conf *c, char **out, size_t *len) {
                 add(&t, "[%s]\n", f->name);
                 add_quoted(&t, "listen", f->listen.text);
                 add(&t, "mode = %04o\n", (unsigned)f->mode);
+                /* The far end looks the accounts up in the container (conf.h: accounts_elsewhere). */
                 if (f->owner_set)
-                        add(&t, "owner = %lu\n", (unsigned long)f->owner);
+                        add(&t, "owner = %s\n", f->owner_name);
                 if (f->group_set)
-                        add(&t, "group = %lu\n", (unsigned long)f->group);
+                        add(&t, "group = %s\n", f->group_name);
                 if (f->alias[0])
                         add_quoted(&t, "alias", f->alias);
-                for (size_t k = 0; k < f->n_allow_uid; k++)
-                        add(&t, "%s%lu%s", k ? "" : "allow-uid = ", (unsigned long)f->allow_uid[k],
-                            k + 1 < f->n_allow_uid ? " " : "\n");
-                for (size_t k = 0; k < f->n_allow_gid; k++)
-                        add(&t, "%s%lu%s", k ? "" : "allow-gid = ", (unsigned long)f->allow_gid[k],
-                            k + 1 < f->n_allow_gid ? " " : "\n");
+                if (f->n_allow_uid)
+                        add(&t, "allow-uid = %s\n", f->allow_uid_names);
+                if (f->n_allow_gid)
+                        add(&t, "allow-gid = %s\n", f->allow_gid_names);
                 add(&t, "max-conns = %u\n", f->max_conns);
                 add(&t, "connect-timeout = %llums\n", (unsigned long long)f->connect_timeout_ms);
                 if (f->idle_timeout_ms)

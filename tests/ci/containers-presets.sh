@@ -30,32 +30,8 @@ W=$(mktemp -d /tmp/sockferry-presets.XXXXXX)
 chmod 0755 "$W"
 cleanup 'rm -rf "$W"'
 cleanup '[ "$stage_status" = 0 ] || [ -z "${SF_KEEP_LOGS:-}" ] || cp -r "$W" "$SF_KEEP_LOGS"'
-if [ "$engine" = podman ]; then
-        command -v podman >/dev/null || skip "no podman here (apt-get install podman)"
-        # The engine is podman's own service (its socket the host's "docker" one) in a root of
-        # its own: nothing of this machine's podman state is touched.
-        P=(podman --root "$W/podman/root" --runroot "$W/podman/run" --storage-driver vfs --cgroup-manager cgroupfs
-                --events-backend file)
-        E=$W/podman-cli
-        printf '#!/bin/sh\nexec %s "$@"\n' "${P[*]}" >"$E"
-        chmod 0755 "$E"
-        "${P[@]}" system service --time 0 "unix://$W/podman.sock" 2>"$W/podman-service.log" &
-        podman_pid=$!
-        cleanup 'kill "$podman_pid" 2>/dev/null; wait "$podman_pid" 2>/dev/null; "$E" rm -af >/dev/null 2>&1; "$E" rmi -af >/dev/null 2>&1 || true'
-        export DOCKER_HOST=unix://$W/podman.sock
-        for _ in $(seq 100); do [ -S "$W/podman.sock" ] && break; sleep 0.1; done
-        [ -S "$W/podman.sock" ] || { cat "$W/podman-service.log" >&2; fail "podman system service did not start"; }
-        engine_args=(--engine podman --engine-cmd "$E")
-        # podman sets open files and processes to 1048576 and 32768, which a container's init
-        # may not be allowed to set (EPERM where this machine's own limits are lower): limits
-        # below any machine's
-        run_args=(--ulimit nofile=4096:4096 --ulimit nproc=4096:4096)
-else
-        engine_start docker
-        E=/usr/bin/docker
-        engine_args=(--engine docker --engine-cmd "$E")
-        run_args=()
-fi
+engine_start "$engine"
+E=$ENGINE
 attach_pid="" agent_pid=""
 cleanup 'ids=$("$E" ps -aq --filter label=sockferry-ci-presets); [ -z "$ids" ] || "$E" rm -f -v $ids >/dev/null 2>&1'
 cleanup 'for p in $attach_pid $agent_pid; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; true'
@@ -106,9 +82,9 @@ fpr=$(gpg --batch --with-colons --list-secret-keys 2>/dev/null | awk -F: '$1 == 
 [ -n "$fpr" ] || fail "host gpg: no key made"
 
 # ---- attach ----
-"$E" run -d "${run_args[@]}" --name sf-preset --label sockferry-ci-presets --network none sf-presets sleep infinity >/dev/null 2>"$W/run.log" ||
+"$E" run -d "${ENGINE_RUN_ARGS[@]}" --name sf-preset --label sockferry-ci-presets --network none sf-presets sleep infinity >/dev/null 2>"$W/run.log" ||
         { cat "$W/run.log" >&2; fail "$engine run"; }
-"$SF" attach "${engine_args[@]}" --ssh-agent --gpg-agent --docker sf-preset >"$W/attach.out" 2>"$W/attach.log" &
+"$SF" attach "${ENGINE_ARGS[@]}" --ssh-agent --gpg-agent --docker sf-preset >"$W/attach.out" 2>"$W/attach.log" &
 attach_pid=$!
 wait_attached "$W/attach.log" 1
 expect_line() { # WORDS: attach printed a line with WORDS

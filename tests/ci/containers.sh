@@ -23,12 +23,13 @@ engine_start docker
 export SF_CI_DOCKER_HOST=$DOCKER_HOST
 
 failed=() skipped=()
-for part in images attach presets presets-podman; do
+for part in images attach presets attach-podman presets-podman; do
         rc=0
         case $part in
         images) "$src/tests/ci/containers-images.sh" || rc=$? ;;
         attach) "$src/tests/ci/containers-attach.sh" "$build" || rc=$? ;;
         presets) "$src/tests/ci/containers-presets.sh" "$build" docker || rc=$? ;;
+        attach-podman) "$src/tests/ci/containers-attach.sh" "$build" podman || rc=$? ;;
         presets-podman) "$src/tests/ci/containers-presets.sh" "$build" podman || rc=$? ;;
         esac
         case $rc in
@@ -38,5 +39,5 @@ for part in images attach presets presets-podman; do
         esac
 done
 ((${#failed[@]} == 0)) || fail "${failed[*]} (above)"
-((${#skipped[@]} < 4)) || skip "every part (above)"
+((${#skipped[@]} < 5)) || skip "every part (above)"
 ((${#skipped[@]} == 0)) || say "skipped: ${skipped[*]} (above)"

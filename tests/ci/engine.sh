@@ -3,8 +3,12 @@
 #
 #   engine_install PACKAGE...   installs the packages missing here (apt-get, as root) with no
 #                               service started at install time (PID 1 is not systemd here)
-#   engine_start docker         a private dockerd: exports DOCKER_HOST, registers its stop as a
-#                               cleanup; skips the stage (77) when dockerd cannot start here
+#   engine_start docker|podman  a private engine: exports DOCKER_HOST, sets ENGINE (the CLI
+#                               to run: /usr/bin/docker, or a script running podman with the
+#                               engine's roots), ENGINE_ARGS (attach's --engine and
+#                               --engine-cmd) and ENGINE_RUN_ARGS (what `run` needs on this
+#                               engine), registers its stop as a cleanup; skips the stage (77)
+#                               when the engine cannot start here
 #   wait_attached LOG COUNT     waits until `sockferry attach` ($attach_pid, its stderr in LOG)
 #                               has said "far end: ready" COUNT times; fails after 30 s
 #
@@ -42,7 +46,17 @@ engine_install() {
 }
 
 engine_start() {
-        [ "$1" = docker ] || fail "engine_start: no engine $1 (docker is the one there is)"
+        case $1 in
+        docker) ;;
+        podman)
+                engine_start_podman
+                return
+                ;;
+        *) fail "engine_start: no engine $1 (docker or podman)" ;;
+        esac
+        ENGINE=/usr/bin/docker
+        ENGINE_ARGS=(--engine docker --engine-cmd "$ENGINE")
+        ENGINE_RUN_ARGS=()
         if [ -n "${SF_CI_DOCKER_HOST:-}" ]; then
                 export DOCKER_HOST=$SF_CI_DOCKER_HOST
                 /usr/bin/docker version >/dev/null 2>&1 || fail "SF_CI_DOCKER_HOST=$SF_CI_DOCKER_HOST does not answer"
@@ -93,6 +107,46 @@ EOF
                 skip "dockerd does not start on this machine (its log above)"
         fi
         say "engine up: dockerd $(/usr/bin/docker version -f '{{.Server.Version}}') ($(stage_seconds) s)"
+}
+
+# podman's own service (its socket the host's "docker" one, as podman machine gives a Mac) in a
+# root of its own under a directory the stage removes: nothing of this machine's podman state
+# is touched, and every container and image goes with the directory.
+engine_start_podman() {
+        needs_root "podman"
+        command -v podman >/dev/null || skip "no podman here (Debian's podman; tests/ci/containers.sh installs it)"
+        engine_dir=$(mktemp -d /tmp/sockferry-podman.XXXXXX)
+        chmod 0755 "$engine_dir"
+        local p=(podman --root "$engine_dir/root" --runroot "$engine_dir/run" --storage-driver vfs
+                --cgroup-manager cgroupfs --events-backend file)
+        ENGINE=$engine_dir/podman
+        printf '#!/bin/sh\nexec %s "$@"\n' "${p[*]}" >"$ENGINE"
+        chmod 0755 "$ENGINE"
+        ENGINE_ARGS=(--engine podman --engine-cmd "$ENGINE")
+        # podman sets open files and processes to 1048576 and 32768, which a container's init
+        # may not be allowed to set (EPERM where this machine's own limits are lower): limits
+        # below any machine's.
+        ENGINE_RUN_ARGS=(--ulimit nofile=4096:4096 --ulimit nproc=4096:4096)
+        "${p[@]}" system service --time 0 "unix://$engine_dir/podman.sock" >"$engine_dir/service.log" 2>&1 </dev/null &
+        engine_pid=$!
+        cleanup engine_stop_podman
+        export DOCKER_HOST=unix://$engine_dir/podman.sock
+        for _ in $(seq 100); do [ -S "$engine_dir/podman.sock" ] && break; sleep 0.1; done
+        [ -S "$engine_dir/podman.sock" ] || { cat "$engine_dir/service.log" >&2; fail "podman system service did not start"; }
+        say "engine up: podman $("$ENGINE" version -f '{{.Client.Version}}' 2>/dev/null) ($(stage_seconds) s)"
+}
+
+# podman's stop (a cleanup): its containers and images removed, the service stopped, what
+# its root left mounted unmounted, the directory removed.
+engine_stop_podman() {
+        local m
+        "$ENGINE" rm -af -t 0 >/dev/null 2>&1 || true
+        "$ENGINE" rmi -af >/dev/null 2>&1 || true
+        kill "$engine_pid" 2>/dev/null
+        wait "$engine_pid" 2>/dev/null
+        grep -E " $engine_dir/" /proc/self/mounts | awk '{print $2}' | sort -r | while read -r m; do umount -l "$m"; done
+        rm -rf "$engine_dir"
+        return 0
 }
 
 # The engine's stop (a cleanup): every container removed, dockerd stopped, what it left

@@ -186,6 +186,39 @@ def test_mode_owner_and_alias_are_applied_in_the_container(sc):
     assert echo_inside(box, box.run_dir + "/app.sock", "via the alias") == "via the alias", r.text()
 
 
+def test_account_names_are_the_containers_not_the_hosts(sc):
+    """owner, group and allow-uid by name: looked up by the far end in the container (its own
+    /etc/passwd and /etc/group here), where the host knows no such accounts, as a Mac or a
+    Windows host does not know a container's."""
+    d = sc.tmpdir(mode=0o755)
+    box = Container(sc, d)
+    for name in ("sf-box-user", "sf-box-group"):
+        rc, _, _ = run_sockferry(["check", "-F", "x:unix:%s/x.sock=unix:%s/y.sock,owner=%s" % (d, d, name)])
+        assert rc != 0, "the host knows %s: pick a name it does not" % name
+    with open(d + "/passwd", "w") as f:
+        f.write("root:x:0:0::/root:/bin/sh\nsf-box-user:x:4321:4321::/:/bin/sh\n")
+    with open(d + "/group", "w") as f:
+        f.write("root:x:0:\nsf-box-group:x:4322:\n")
+    for name in ("passwd", "group"):
+        rc, out, err = box.run(["mount", "--bind", "%s/%s" % (d, name), "/etc/" + name])
+        assert rc == 0, (out, err)
+    sc.server("echo", d + "/echo.sock")
+    r = attach(sc, ["echo:unix:%s/echo.sock=unix:%s/echo.sock,mode=0660,owner=sf-box-user,group=sf-box-group,"
+                    "allow-uid=sf-box-user" % (box.run_dir, d)], box)
+    rc, out, err = box.run(["stat", "-c", "%u %g", box.run_dir + "/echo.sock"])
+    assert rc == 0 and out.split() == ["4321", "4322"], (out, err, r.text())
+    rc, out, err = box.run(["setpriv", "--reuid", "4321", "--regid", "4322", "--clear-groups", "/usr/bin/python3",
+                            "-c", "import socket, sys\ns = socket.socket(socket.AF_UNIX); s.settimeout(5)\n"
+                            "s.connect(sys.argv[1]); s.sendall(b'named'); print(s.recv(10).decode())",
+                            box.run_dir + "/echo.sock"])
+    assert rc == 0 and out.strip() == "named", (rc, out, err, r.text())
+    # allow-uid=sf-box-user: root in the container is not let through.
+    rc, out, err = box.run(["/usr/bin/python3", "-c", "import socket, sys\ns = socket.socket(socket.AF_UNIX)\n"
+                            "s.settimeout(5); s.connect(sys.argv[1]); s.sendall(b'x'); print(repr(s.recv(10)))",
+                            box.run_dir + "/echo.sock"])
+    assert "b'named'" not in out and "b'x'" not in out, (rc, out, err, r.text())
+
+
 def test_gpg_agent_for_uid_1000_in_its_own_gnupg_directory(sc):
     """Issue 34: the far end (root in the container) makes a socket for uid 1000 in uid 1000's
     ~/.gnupg (0700), and a missing directory there, as uid 1000; uid 1000 connects."""

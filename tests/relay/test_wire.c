@@ -21,9 +21,15 @@ static void round_trip(struct sf_conf *host, struct sf_conf *far) {
         free(text);
 }
 
+/* A host configuration as attach loads it: its listen endpoints are the far end's. */
+static void host_init(struct sf_conf *host) {
+        sf_conf_init(host);
+        host->listen_elsewhere = true;
+}
+
 Test(wire, listen_keys_round_trip) {
         struct sf_conf host, far;
-        sf_conf_init(&host);
+        host_init(&host);
         cr_assert_eq(sf_conf_add_spec(&host, "agent:unix:/run/x/agent.sock=unix:/host/agent.sock|tcp:127.0.0.1:7,"
                                              "mode=0600,owner=1000,group=1001,alias=/run/ward/agent.sock,"
                                              "allow-uid=1000 1002,allow-gid=5,max-conns=7,idle-timeout=90s"),
@@ -64,7 +70,7 @@ Test(wire, a_path_with_spaces_and_quotes) {
         cr_assert_not_null(f);
         fputs("[odd]\nlisten = \"unix:/run/Group Containers/a \\\"b\\\".sock\"\nconnect = unix:/host/x.sock\n", f);
         fclose(f);
-        sf_conf_init(&host);
+        host_init(&host);
         cr_assert_eq(sf_conf_load(&host, path), 0);
         unlink(path);
         rmdir(dir);
@@ -72,4 +78,53 @@ Test(wire, a_path_with_spaces_and_quotes) {
         cr_assert_str_eq(far.forwards[0].listen.path, "/run/Group Containers/a \"b\".sock");
         sf_conf_free(&host);
         sf_conf_free(&far);
+}
+
+/* The accounts are the container's: names go over as written, for the far end to look up
+ * there (this system may not know them, or on Windows know no accounts at all). */
+Test(wire, account_names_are_looked_up_by_the_far_end) {
+        struct sf_conf host, far;
+        host_init(&host);
+        cr_assert_eq(sf_conf_add_spec(&host, "db:unix:/run/postgresql/.s.PGSQL.5432=unix:/host/pg.sock,"
+                                             "owner=sf-no-such-user-here,group=root,allow-uid=1000 app,allow-gid=0"),
+                     0);
+        cr_assert_eq(sf_conf_validate(&host), 0);
+        char *text;
+        size_t len;
+        cr_assert_eq(sf_attach_wire_text(&host, &text, &len), 0);
+        cr_assert_not_null(strstr(text, "owner = sf-no-such-user-here\n"), "%s", text);
+        cr_assert_not_null(strstr(text, "group = root\n"), "%s", text);
+        cr_assert_not_null(strstr(text, "allow-uid = 1000 app\n"), "%s", text);
+        cr_assert_not_null(strstr(text, "allow-gid = 0\n"), "%s", text);
+        free(text);
+        /* The far end resolves what it knows and refuses what it does not, naming it. */
+        sf_conf_free(&host);
+        host_init(&host);
+        cr_assert_eq(sf_conf_add_spec(&host, "a:unix:/run/a.sock=unix:/host/a.sock,owner=0,group=root,allow-uid=root 7"), 0);
+        cr_assert_eq(sf_conf_validate(&host), 0);
+        round_trip(&host, &far);
+        cr_assert(far.forwards[0].owner_set && far.forwards[0].owner == 0);
+        cr_assert(far.forwards[0].group_set && far.forwards[0].group == 0);
+        cr_assert_eq(far.forwards[0].n_allow_uid, 2);
+        cr_assert_eq(far.forwards[0].allow_uid[0], 0);
+        cr_assert_eq(far.forwards[0].allow_uid[1], 7);
+        sf_conf_free(&host);
+        sf_conf_free(&far);
+}
+
+/* Only the form is checked on the host: what could not be an account is refused there. */
+Test(wire, an_account_that_cannot_be_is_refused_on_the_host) {
+        static const char *const bad[] = {
+                "a:unix:/run/a.sock=unix:/h.sock,owner=",
+                "a:unix:/run/a.sock=unix:/h.sock,owner=a/b",
+                "a:unix:/run/a.sock=unix:/h.sock,owner=-x",
+                "a:unix:/run/a.sock=unix:/h.sock,group=99999999999",
+                "a:unix:/run/a.sock=unix:/h.sock,allow-uid=app \"x\"",
+        };
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+                struct sf_conf host;
+                host_init(&host);
+                cr_expect_lt(sf_conf_add_spec(&host, bad[i]), 0, "accepted: %s", bad[i]);
+                sf_conf_free(&host);
+        }
 }
