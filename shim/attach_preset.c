@@ -161,6 +161,16 @@ static int host_gpg(struct sf_attach_preset *p) {
                 return SF_EX_CONFIG;
         }
         unpercent(out);
+#ifdef _WIN32
+        /* Gpg4win's agent listens on loopback TCP behind this file, which holds the port and a
+         * nonce the client must send first (libassuan's socket emulation): neither a named pipe
+         * nor a socket attach can dial. */
+        sf_log_error("--gpg-agent: not from a Windows host: %s is Gpg4win's emulated socket (a port and a nonce in "
+                     "a file), which attach cannot dial; run attach --gpg-agent from WSL 2 with gpg there, or leave "
+                     "--gpg-agent out",
+                     out);
+        return SF_EX_CONFIG;
+#endif
         endpoint_of(out, p->gpg_src, sizeof p->gpg_src);
         /* The agent makes its sockets when it starts; gpgconf starts it if it is not running. */
         char *launch[] = { "gpgconf", "--launch", "gpg-agent", NULL };

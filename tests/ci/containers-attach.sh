@@ -40,7 +40,7 @@ attach_pid="" service_pid=""
 # What this part made in the engine (the engine itself may serve another part): its
 # containers carry the label sockferry-ci-attach.
 cleanup 'ids=$("$ENGINE" ps -aq --filter label=sockferry-ci-attach); [ -z "$ids" ] || "$ENGINE" rm -f -v $ids >/dev/null'
-cleanup 'for p in $attach_pid $service_pid; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done'
+cleanup 'for p in $attach_pid $service_pid; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; true'
 
 # ---- the images, from this machine's binaries ----
 root=$W/rootfs
@@ -150,7 +150,11 @@ say "--inject: uname -m, one exec making /tmp/sockferry.RANDOM (0700) with the c
 
 # ---- --inject into a read-only root filesystem: refused in plain words, then --inject-dir ----
 mkdir -p "$W/sf-ro"
-"$ENGINE" run -d "${ENGINE_RUN_ARGS[@]}" --name sf-ro --label sockferry-ci-attach --read-only --network none -v "$W/sf-ro:/run/host" -v /inject sf-attach-plain \
+# podman's --read-only mounts a tmpfs on /tmp, /run and /var/tmp unless told not to; docker's
+# leaves the whole root read-only.
+ro=(--read-only)
+[ "$engine" != podman ] || ro+=(--read-only-tmpfs=false)
+"$ENGINE" run -d "${ENGINE_RUN_ARGS[@]}" --name sf-ro --label sockferry-ci-attach "${ro[@]}" --network none -v "$W/sf-ro:/run/host" -v /inject sf-attach-plain \
         sleep infinity >/dev/null 2>"$W/run.log" || { cat "$W/run.log" >&2; fail "$engine run --read-only"; }
 cannot "Read-only file system" sf-ro --inject="$SF"
 grep -q -- "--inject-dir DIR" "$W/cannot.log" || { cat "$W/cannot.log" >&2; fail "read-only: no --inject-dir hint"; }

@@ -1,10 +1,11 @@
 #!/bin/bash
 # CI stage: sockferry with a real container engine, one private dockerd (tests/ci/engine.sh)
-# for both parts:
+# for the dockerd parts, a private podman service for the podman ones:
 #   tests/ci/containers-images.sh   the images built and run against a host relay, compose, the
 #                                   Kubernetes sidecar's settings, doc/MACOS.md's commands
 #   tests/ci/containers-attach.sh   attach (issue 25) with images made from this machine's
-#                                   binaries, the engine's failures in plain words, --inject
+#                                   binaries, the engine's failures in plain words, --inject,
+#                                   with dockerd and with podman
 #   tests/ci/containers-presets.sh  attach --ssh-agent --gpg-agent --docker for a uid-1000
 #                                   container user (issue 34), with dockerd and with podman
 # As root on Debian 12 (Debian's docker.io is installed here first):

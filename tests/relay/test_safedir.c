@@ -326,6 +326,9 @@ Test(safedir_open, acting_as_the_user_makes_its_files_and_stops) {
 
 /* The default socket directory of a user that is not root (relay/listen/sockdir.h). */
 #define LOSER 4243
+/* A test's own user, whose /tmp/sockferry-UID no other test's teardown removes: criterion
+ * runs the tests of a suite at once. */
+#define LOSER2 4244
 
 static char xdg[64];
 
@@ -414,22 +417,25 @@ Test(sockdir, a_user_that_cannot_make_run_sockferry_gets_its_own) {
 
 Test(sockdir, an_own_directory_someone_else_made_is_refused) {
         if (geteuid() != 0)
-                cr_skip_test("needs root to become uid %d", LOSER);
+                cr_skip_test("needs root to become uid %d", LOSER2);
         char tmp[64];
-        snprintf(tmp, sizeof tmp, "/tmp/sockferry-%d", LOSER);
+        snprintf(tmp, sizeof tmp, "/tmp/sockferry-%d", LOSER2);
         rmdir(tmp);
         mkdir_owned(tmp, 0755, NOBODY);
         struct sf_conf c;
         conf_with(&c, (const char *const[]){ "a:unix:/run/sockferry/a.sock=tcp:127.0.0.1:9", NULL });
-        cr_assert_eq(seteuid(LOSER), 0);
+        cr_assert_eq(seteuid(LOSER2), 0);
         cr_assert_eq(sf_sockdir_apply(&c, SF_SOCKDIR_BIND), -EPERM);
         cr_assert_str_eq(c.forwards[0].listen.path, "/run/sockferry/a.sock");
         cr_assert_eq(seteuid(0), 0);
         cr_assert_eq(rmdir(tmp), 0);
         /* Its own, made 0700 on the spot. */
-        cr_assert_eq(seteuid(LOSER), 0);
+        cr_assert_eq(seteuid(LOSER2), 0);
         cr_assert_eq(sf_sockdir_apply(&c, SF_SOCKDIR_BIND), 0);
-        snprintf(tmp, sizeof tmp, "/tmp/sockferry-%d/a.sock", LOSER);
+        snprintf(tmp, sizeof tmp, "/tmp/sockferry-%d/a.sock", LOSER2);
         cr_assert_str_eq(c.forwards[0].listen.path, tmp);
         sf_conf_free(&c);
+        cr_assert_eq(seteuid(0), 0);
+        snprintf(tmp, sizeof tmp, "/tmp/sockferry-%d", LOSER2);
+        cr_assert_eq(rmdir(tmp), 0);
 }
