@@ -17,7 +17,8 @@
 #             (tests/ci/containers.sh), the .deb (tests/ci/deb-install.sh), the release
 #             (tests/ci/release.sh)
 #   cross     the CPU-bound side jobs: the static binaries and their chroots
-#             (tests/ci/static-chroot.sh), sockferry.exe and Wine (tests/ci/windows.sh)
+#             (tests/ci/static-chroot.sh), sockferry.exe and Wine (tests/ci/windows.sh), then
+#             attach's presets from that sockferry.exe (tests/ci/containers-presets.sh wine)
 #   cross2    the macOS cross-build (tests/ci/macos-cross.sh), fuzz (tests/fuzz/run.sh)
 # The previous release (tests/e2e/test_link.py's interop tests) is built once, beside the main
 # build, and every test run gets it as SF_PREV_SOCKFERRY.
@@ -223,6 +224,10 @@ lane_cross() {
         # uses), kept for the release, then under Wine.
         after packages-rest -- cross windows env SF_WINDOWS_OUT="$src/build-windows" $SUDO ${SUDO:+-E} \
                 tests/ci/windows.sh "$src/build-ci"
+        # attach's presets from a Windows host: that sockferry.exe under Wine into a container of
+        # a dockerd of its own (the containers job installed the engine).
+        after windows containers -- cross presets-windows env SF_WINDOWS_EXE="$src/build-windows/sockferry.exe" \
+                $SUDO ${SUDO:+-E} tests/ci/containers-presets.sh "$src/build-ci" wine
 }
 lane_cross2() {
         niced

@@ -8,6 +8,8 @@
 #                                   with dockerd and with podman
 #   tests/ci/containers-presets.sh  attach --ssh-agent --gpg-agent --docker for a uid-1000
 #                                   container user (issue 34), with dockerd and with podman
+#                                   (and from a Windows host: tests/ci.sh runs it after
+#                                   tests/ci/windows.sh, which builds the sockferry.exe it needs)
 # As root on Debian 12 (Debian's docker.io is installed here first):
 #
 #   tests/ci/containers.sh BUILD_DIR     exit 0 PASS, 1 FAIL (a part failed), 77 SKIP (no
