@@ -42,6 +42,7 @@ struct client {
         bool closing;
         bool admitted; /* counted in ctl->n_admitted */
         bool answered;
+        bool grace; /* the timeout fired once and was given one more loop turn */
         char line[SF_CONTROL_LINE_MAX];
         size_t len;
         char *answer;
@@ -142,8 +143,20 @@ static void client_close(struct client *cl) {
         uv_close((uv_handle_t *)&cl->timer, on_client_closed);
 }
 
+/* libuv runs a turn's timers before it polls: after a turn longer than the timeout (a relay
+ * busy with bulk streams on a loaded machine) the deadline fires with the client's request
+ * already waiting unread, and closing then resets the connection. One more turn (a timer a
+ * little later, so not in this turn's timer phase) lets the poll deliver it; a client that
+ * really said nothing goes then. */
+#define GRACE_MS 10
 static void on_request_timeout(uv_timer_t *t) {
-        client_close(t->data);
+        struct client *cl = t->data;
+        if (!cl->grace) {
+                cl->grace = true;
+                uv_timer_start(t, on_request_timeout, GRACE_MS, 0);
+                return;
+        }
+        client_close(cl);
 }
 
 static void on_shutdown(uv_shutdown_t *req, int status) {
@@ -187,6 +200,7 @@ static void client_answer(struct client *cl, int parsed, enum sf_stats_format fm
                 return;
         }
         cl->answered = true;
+        cl->grace = false;
         uv_timer_start(&cl->timer, on_request_timeout, REQUEST_TIMEOUT_MS, 0);
         uv_buf_t buf = uv_buf_init(cl->answer, (unsigned)cl->answer_len);
         cl->write_req.data = cl;

@@ -577,6 +577,9 @@ def fault_scene(sc, through_proxy=True, keepalive="1s", connect_timeout="2s", **
 def test_link_reset_fails_open_streams_with_the_cause_and_comes_back(sc):
     e = fault_scene(sc)
     open_ = sessions(sc, e.path, 3)
+    # What the log says from the reset on: a slow start (valgrind on a busy machine) may have
+    # logged a first attempt timing out before the link came up.
+    before = len(e.cont.text())
     e.proxy.reset()
     for s in open_:
         took = s.ended(timeout=5)
@@ -586,8 +589,8 @@ def test_link_reset_fails_open_streams_with_the_cause_and_comes_back(sc):
              what="each open stream's end with the cause in the container log")
     wait_for(lambda: "link to %s down (" % e.remote in e.cont.text(), what="the link down in the log")
     served(e.path, timeout=5)
-    assert count(e.cont.text(), "link to %s down (" % e.remote) == 1, e.cont.text()
-    assert count(e.cont.text(), "link to %s up" % e.remote) == 2, e.cont.text()
+    assert count(e.cont.text()[before:], "link to %s down (" % e.remote) == 1, e.cont.text()
+    assert count(e.cont.text()[before:], "link to %s up" % e.remote) == 1, e.cont.text()
     # the link cannot come back for a while: a new client waits connect-timeout (2 s), then
     # is closed with the link's state, since when and why
     e.proxy.refuse(True)
@@ -815,7 +818,10 @@ def test_1000_link_drops_leave_descriptors_and_memory_flat(sc):
                                                           tries[0], tries[1]), flush=True)
     # the cuts were of links that were up (not of handshakes), each logged going and coming
     ups = len(re.findall(r"link to tcp:host.docker.internal:\d+ up( again after .*)?$", cont.text(), re.M))
-    assert ups >= cuts * 0.9, "the container log has %d links up for %d cuts" % (ups, cuts)
+    # Under a sanitizer or valgrind on a busy machine handshakes are slow, and more cuts land
+    # on them.
+    assert ups >= cuts * (0.8 if VALGRIND or SANITIZED else 0.9), \
+        "the container log has %d links up for %d cuts" % (ups, cuts)
     assert fds1 == fds0, "the container relay's descriptors went from %d to %d over %d link drops" % (fds0, fds1, cuts)
     assert host_fds1 == host_fds0, "the host relay's descriptors went from %d to %d" % (host_fds0, host_fds1)
     # (memcheck keeps freed blocks a while and checks for leaks itself at the end)

@@ -85,7 +85,13 @@ def relay_of(sc, e, sections, name, head="", **kw):
 
 
 def stats(e, name):
-    rc, out, err = run_sockferry(["stats", "-c", os.path.join(e.d, name), "--format", "json"])
+    # The instrument, not the test: under ASan on a loaded machine, with every stream of the
+    # link kept full, a relay's loop turn has taken longer than the client's 5 s; ask again
+    # (three times at most) rather than fail the test for it.
+    for _ in range(3):
+        rc, out, err = run_sockferry(["stats", "-c", os.path.join(e.d, name), "--format", "json"])
+        if rc == 0 or "no answer within" not in err:
+            break
     assert rc == 0, "sockferry stats -c %s exited %d: %s%s" % (name, rc, out, err)
     return json.loads(out)
 
