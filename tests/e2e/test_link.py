@@ -739,6 +739,9 @@ def test_slow_path_keeps_the_link(sc):
     """100 ms more round trip on the path (a delay proxy): the link stays up (keepalive = 1s)
     and carries every round trip."""
     e = fault_scene(sc, delay=0.05)
+    # From the link up on: a slow start (valgrind on a busy machine) may have logged a first
+    # attempt timing out.
+    before = len(e.cont.text())
     s = sessions(sc, e.path, 1)[0]
     start = time.monotonic()
     for _ in range(20):
@@ -749,7 +752,7 @@ def test_slow_path_keeps_the_link(sc):
     # time is what is tested
     time.sleep(2.5)
     s.round_trip()
-    assert "down" not in e.cont.text(), e.cont.text()
+    assert "down" not in e.cont.text()[before:], e.cont.text()
 
 
 def test_1000_link_drops_leave_descriptors_and_memory_flat(sc):
