@@ -110,7 +110,6 @@ if [ "$host" = windows ]; then
         cleanup 'wineserver -k 2>/dev/null || true'
         cleanup 'for p in ${side_pids:-}; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; true'
         winpath() { echo "Z:${1//\//\\}"; } # a path here as Wine shows it to Windows programs
-        free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
         # The agent's pipe and Docker Desktop's, served by a second sockferry.exe, carried to
         # the real ssh-agent and dockerd by socat.
         pipe=sf-ci-docker-$$

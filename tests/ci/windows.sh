@@ -79,7 +79,6 @@ start() {
         cat "$tmp/$name.out"
         fail "$name ($*) did not print ready"
 }
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 # talk WHAT INPUT ARGS...: a Windows-side client (npipe-service ARGS) sends the file INPUT and
 # must get it back; otherwise fails naming WHAT, the client's exit status and its message.

@@ -16,6 +16,7 @@
 #                      ends; the last one registered runs first, each whatever the others did;
 #                      $stage_status is then the status the stage ends with
 #   stage_seconds      seconds since the stage began
+#   free_port          a TCP port free on 127.0.0.1 now
 #   stage_reason=TEXT  what the closing line says after PASS too (fail and skip set it)
 #
 # When the stage ends, the cleanups run, then one closing line says how it ended and its time:
@@ -41,6 +42,7 @@ skip() {
 needs_root() { [ "$(id -u)" = 0 ] || skip "needs root${1:+ ($1)}"; }
 cleanup() { stage_cleanups+=("$1"); }
 stage_seconds() { echo $((SECONDS - stage_t0)); }
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 stage_end() {
         local rc=$? i
