@@ -168,7 +168,11 @@ enum sf_attach_next sf_attach_engine_explain(struct sf_attach_engine *e, const s
                 e->inject_runs_failed = 0;
         if (engine && e->injected && !end->was_up && (strstr(line, INJECT_GONE ": ") || strstr(line, INJECT_UNSAFE ": ")))
                 return inject_again(e, line, why, cap);
-        if (engine && end->was_up && end->exit_status == 137) {
+        /* docker and podman end an exec whose container stopped with 137 (SIGKILL's); podman 4
+         * sometimes loses that race and ends 255 with "retrieving exec session ...: exec died
+         * event ... not found" instead. */
+        if (engine && end->was_up &&
+            (end->exit_status == 137 || (end->exit_status == 255 && has(line, "exec session") && has(line, "died")))) {
                 snprintf(why, cap, "the exec was killed: %s stopped or restarted", e->target);
                 return SF_ATTACH_RETRY;
         }
