@@ -758,7 +758,10 @@ def test_a_resolve_slower_than_connect_timeout_is_never_started_twice(sc):
               'ip link set sf-d1 up && ip link set sf-d0 up && mount --bind "$0" /etc/resolv.conf && '
               '{ python3 -c "$1" & } && sleep 0.5 && shift && exec "$@"', resolv, UDP_SINK]
     cont = relay_of(sc, e, fwd("echo", "unix:%s/c.sock" % e.d, "tcp:sf-slow-resolve.test:%d" % e.port,
-                               connect_timeout="300ms"), "cont.conf", prefix=prefix)
+                               connect_timeout="300ms"), "cont.conf", prefix=prefix,
+                    # before the relay: a namespace, a veth, a Python DNS sink and 0.5 s of sleep
+                    # (a loaded CI machine once took more than the usual 10 s for them all)
+                    ready_timeout=30 * SLOW)
     wait_for(lambda: "link to tcp:sf-slow-resolve.test:%d down" % e.port in cont.text(), timeout=10 * SLOW,
              what="the link down in the log")
     t_end = time.monotonic() + 5
