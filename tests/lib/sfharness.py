@@ -189,6 +189,22 @@ def steady(value, what, times=3, interval=0.05, timeout=10.0):
     return seen[-1]
 
 
+def back_to(value, want, timeout=10.0):
+    """value() once it is want again, or its last value after timeout: a count that must come
+    back (descriptors after connections closed) on a machine where the relay may not run for a
+    while; a leak never comes back, and the caller's assertion then says by how much."""
+    last = [None]
+
+    def back():
+        last[0] = value()
+        return last[0] == want
+    try:
+        wait_for(back, timeout=timeout)
+    except AssertionError:
+        pass
+    return last[0]
+
+
 def unread(s):
     """The bytes waiting in the socket s that its reader has not taken (FIONREAD)."""
     return struct.unpack("i", fcntl.ioctl(s.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0]
