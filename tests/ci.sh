@@ -7,15 +7,15 @@
 # Lanes (after packaging/install-deps.sh base and the main build, build-ci; the rest of the
 # packages installs beside them, and the jobs that need it wait for it):
 #   e2e       the main build's tests but the valgrind twins (unit, e2e, ops, docs, packaging,
-#             hardening, the 60 s soak), then the libuv 1.50 build's (tests/ci/libuv150.sh)
+#             hardening, the 60 s soak), the container engines (tests/ci/containers.sh), then
+#             the libuv 1.50 build's tests (tests/ci/libuv150.sh)
 #   valgrind  the main build's valgrind twins (every relay of 7 e2e suites under memcheck),
 #             then the portable build's tests (tests/ci/portable.sh)
 #   asan      the ASan+UBSan build's tests, as soon as it is built
-#   builds    the ASan+UBSan, libuv 1.50 (tests/ci/libuv150.sh) and portable
-#             (tests/ci/portable.sh) builds, then meson install and dist
-#             (tests/ci/install-dist.sh), the RPM spec, the container engine
-#             (tests/ci/containers.sh), the .deb (tests/ci/deb-install.sh), the release
-#             (tests/ci/release.sh)
+#   builds    the ASan+UBSan, portable (tests/ci/portable.sh) and libuv 1.50
+#             (tests/ci/libuv150.sh) builds, then meson install and dist
+#             (tests/ci/install-dist.sh), the RPM spec, the .deb (tests/ci/deb-install.sh),
+#             the release (tests/ci/release.sh)
 #   cross     the CPU-bound side jobs: the static binaries and their chroots
 #             (tests/ci/static-chroot.sh), sockferry.exe and Wine (tests/ci/windows.sh), then
 #             attach's presets from that sockferry.exe (tests/ci/containers-presets.sh wine)
@@ -180,6 +180,10 @@ job setup build-ci build "$src/build-ci" -Dwerror=true -Dbuildtype=debugoptimize
 lane_e2e() {
         with_prev
         job e2e tests-main tests "$src/build-ci" testlog --no-suite valgrind
+        # The container engine: the images, compose, the sidecar, attach (one dockerd), then
+        # podman. Here, not in the builds lane: it waits on engines more than it computes, it
+        # times container restarts (no nice), and behind the builds it was the run's last 8 minutes.
+        after packages-rest -- e2e containers $SUDO tests/ci/containers.sh "$src/build-ci"
         after build-libuv150 -- e2e tests-libuv150 in_netns tests/ci/libuv150.sh "$src/build-libuv150" test
 }
 lane_valgrind() {
@@ -195,13 +199,12 @@ lane_builds() {
         niced
         job builds build-asan build "$src/build-asan" \
                 -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false -Dpreload=disabled -Dtest_hooks=true
-        after packages-rest -- builds build-libuv150 tests/ci/libuv150.sh "$src/build-libuv150" build
+        # The portable build before libuv 1.50's: its tests (the valgrind lane's) are the longer.
         job builds build-portable tests/ci/portable.sh "$src/build-portable" build
+        after packages-rest -- builds build-libuv150 tests/ci/libuv150.sh "$src/build-libuv150" build
         job builds install-dist tests/ci/install-dist.sh "$src/build-ci"
         after packages-rest -- builds rpm-spec sh -c 'rpmspec -P packaging/rpm/sockferry.spec >/dev/null &&
                 echo "packaging/rpm/sockferry.spec parses"'
-        # The container engine: the images, compose, the sidecar, attach (one dockerd).
-        after packages-rest -- builds containers $SUDO tests/ci/containers.sh "$src/build-ci"
         after packages-rest static -- builds deb env SF_STATIC_DIR="$src/build-static" $SUDO ${SUDO:+-E} \
                 tests/ci/deb-install.sh "$src/build-deb"
         # The release with the builds the other stages made (one that was skipped left none:
