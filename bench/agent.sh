@@ -126,6 +126,41 @@ report() {
                                 }
                         }
                 }' "$OUT/results.tsv"
+        # The same question paired: a round runs a command through every path one after another
+        # (consecutive lines of samples.tsv), so the difference to ssh -L within a round leaves
+        # out what moves every path alike (dockerd's answer, the machine's load), which is most
+        # of the spread when a command takes 90 ms and a path adds well under one.
+        awk -F'\t' '
+                function med(k,   n, a, b, t, s) {
+                        n = nd[k]
+                        for (a = 1; a <= n; a++) s[a] = d[k, a]
+                        for (a = 2; a <= n; a++) for (b = a; b > 1 && s[b - 1] > s[b]; b--) { t = s[b]; s[b] = s[b - 1]; s[b - 1] = t }
+                        return n % 2 ? s[(n + 1) / 2] : (s[n / 2] + s[n / 2 + 1]) / 2
+                }
+                function flush(   p) {
+                        if ("ssh" in t) for (p in t) if (p == "link" || p == "nsenter") {
+                                k = p SUBSEP c; d[k, ++nd[k]] = t[p] - t["ssh"]; ahead[k] += t[p] < t["ssh"]
+                        }
+                        delete t
+                }
+                $2 != c || $1 in t { flush(); c = $2 }
+                $4 == 0 { t[$1] = $3 }
+                END {
+                        flush()
+                        label["link"] = "shared link"; label["nsenter"] = "attach over nsenter"
+                        head["list"] = "ssh-add -l"; head["sign"] = "ssh-keygen -Y sign"; head["docker"] = "docker version"
+                        print ""; print "| paired by round: minus ssh -L | " head["list"] " | " head["sign"] " | " head["docker"] " |"
+                        print "|---|---|---|---|"
+                        for (i = 1; i <= 2; i++) {
+                                p = i == 1 ? "link" : "nsenter"; out = "| " label[p]
+                                for (j = 1; j <= 3; j++) {
+                                        cmd = j == 1 ? "list" : j == 2 ? "sign" : "docker"; k = p SUBSEP cmd
+                                        if (!nd[k]) { out = out " | –"; continue }
+                                        out = out sprintf(" | median %+.2f ms, ahead in %d of %d rounds", med(k) / 1000, ahead[k], nd[k])
+                                }
+                                print out " |"
+                        }
+                }' "$OUT/samples.tsv"
 }
 
 if [[ -n ${REPORT_ONLY:-} ]]; then
