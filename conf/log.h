@@ -45,7 +45,9 @@ struct sf_log_ratelimit {
         unsigned dropped;
 };
 /* true when a line may be logged at now_ms. When a new second starts, *dropped is set to the
- * lines dropped in the one before (else 0), for the caller to say in its own words first. */
+ * lines dropped in the one before (else 0), for the caller to say in its own words first.
+ * now_ms is the clock's time now, not an event loop's cached time: after a long loop turn
+ * that lags, and a second of the lines' own time stamps could then hold three windows. */
 bool sf_log_ratelimit(struct sf_log_ratelimit *r, unsigned per_sec, uint64_t now_ms, unsigned *dropped);
 /* The lines dropped and not yet said (the source ended): returned and cleared. */
 unsigned sf_log_ratelimit_flush(struct sf_log_ratelimit *r);

@@ -123,7 +123,7 @@ void sf_fwd_note_error(struct sf_fwd *fwd, uint64_t *counter, const char *msg) {
 
 bool sf_fwd_ratelimit(struct sf_fwd *fwd) {
         unsigned dropped;
-        bool ok = sf_log_ratelimit(&fwd->ratelimit, RATELIMIT_PER_SEC, uv_now(fwd->loop), &dropped);
+        bool ok = sf_log_ratelimit(&fwd->ratelimit, RATELIMIT_PER_SEC, uv_hrtime() / 1000000, &dropped);
         if (dropped)
                 sf_log(SF_LOG_WARN, fwd->conf->name, 0, "%u similar messages suppressed in the last second", dropped);
         return ok;

@@ -198,7 +198,7 @@ static bool far_may_log(struct sf_attach *a, enum sf_log_level level) {
         if (level > sf_log_get_level())
                 return false;
         unsigned dropped;
-        bool ok = sf_log_ratelimit(&a->far_rate, FAR_LINES_PER_SEC, uv_now(a->loop), &dropped);
+        bool ok = sf_log_ratelimit(&a->far_rate, FAR_LINES_PER_SEC, uv_hrtime() / 1000000, &dropped);
         far_dropped(dropped);
         return ok;
 }
