@@ -7,11 +7,11 @@
 # Lanes (after packaging/install-deps.sh base and the main build, build-ci; the rest of the
 # packages installs beside them, and the jobs that need it wait for it):
 #   e2e       the main build's tests but the valgrind twins (unit, e2e, ops, docs, packaging,
-#             hardening, the 60 s soak), the container engines (tests/ci/containers.sh), then
-#             the libuv 1.50 build's tests (tests/ci/libuv150.sh)
+#             hardening, the 60 s soak), then the container engines (tests/ci/containers.sh)
 #   valgrind  the main build's valgrind twins (every relay of 7 e2e suites under memcheck),
 #             then the portable build's tests (tests/ci/portable.sh)
-#   asan      the ASan+UBSan build's tests, as soon as it is built
+#   asan      the ASan+UBSan build's tests, as soon as it is built, then the libuv 1.50
+#             build's (tests/ci/libuv150.sh)
 #   builds    the ASan+UBSan, portable (tests/ci/portable.sh) and libuv 1.50
 #             (tests/ci/libuv150.sh) builds, then meson install and dist
 #             (tests/ci/install-dist.sh), the RPM spec, the .deb (tests/ci/deb-install.sh),
@@ -186,7 +186,6 @@ lane_e2e() {
         # podman. Here, not in the builds lane: it waits on engines more than it computes, it
         # times container restarts (no nice), and behind the builds it was the run's last 8 minutes.
         after packages-rest -- e2e containers $SUDO tests/ci/containers.sh "$src/build-ci"
-        after build-libuv150 -- e2e tests-libuv150 in_netns tests/ci/libuv150.sh "$src/build-libuv150" test
 }
 lane_valgrind() {
         with_prev
@@ -196,6 +195,8 @@ lane_valgrind() {
 lane_asan() {
         with_prev
         after build-asan -- asan tests-asan tests_asan
+        # Here rather than after the containers job, which ends later (the run's end, then).
+        after build-libuv150 -- asan tests-libuv150 in_netns tests/ci/libuv150.sh "$src/build-libuv150" test
 }
 lane_builds() {
         niced
