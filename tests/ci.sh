@@ -179,8 +179,7 @@ lanes+=($!)
 job setup build-ci build "$src/build-ci" -Dwerror=true -Dbuildtype=debugoptimized -Dtest_hooks=true || fail "the main build (its log above)"
 # The ASan+UBSan build before the lanes too: its tests are the longest job of the run, and built
 # under nice beside the test lanes it ended at 600-680 s with a cold ccache (137 CPU-s: about
-# 70 s alone on 2 cores); a
-# failure leaves its tests not run, the rest goes on.
+# 70 s alone on 2 cores). A failure leaves its tests not run; the rest goes on.
 job setup build-asan build "$src/build-asan" \
         -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false -Dpreload=disabled -Dtest_hooks=true || true
 
