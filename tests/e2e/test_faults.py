@@ -27,7 +27,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import sftap  # noqa: E402
-from sfharness import (Scene, Skip, connect, echo_once, free_port, run_sockferry, serving, steady,  # noqa: E402
+from sfharness import (Scene, Skip, connect, echo_once, fds_back, free_port, run_sockferry, serving, steady,  # noqa: E402
                        wait_for, wait_link_up, ENGINE, LINK_MODE, VALGRIND)
 
 ap = argparse.ArgumentParser()
@@ -128,13 +128,6 @@ def refused_promptly(path, seconds=5 * SLOW):
     return ok
 
 
-def fds_back(r, before, what, timeout=10):
-    try:
-        wait_for(lambda: r.fds() == before, timeout=timeout * SLOW, what="%s fds back to %d" % (what, before))
-    except AssertionError as e:
-        raise AssertionError("%s; it holds %d:\n%s" % (e, r.fds(), r.fds_described())) from None
-
-
 # ---- restarts ---------------------------------------------------------------------------
 
 
@@ -163,7 +156,7 @@ def test_host_relay_killed_and_restarted_while_container_relay_runs(sc):
     p.restart_host()
     for i in range(50):
         assert echo_once(p.sock, b"after-%d" % i) == b"after-%d" % i, "connection %d after the restart failed" % i
-    fds_back(p.cont, cont_fds, "container relay")
+    fds_back(p.cont, cont_fds, "container relay", timeout=10 * SLOW)
 
 
 def test_a_host_relay_back_after_a_long_outage_is_found_by_the_first_client(sc):
@@ -215,7 +208,7 @@ def test_upstream_service_killed_and_restarted_on_its_stale_socket(sc):
     echo_server(sc, svc)  # replaces the stale socket, as services do
     for i in range(50):
         assert echo_once(d + "/r.sock", b"again-%d" % i) == b"again-%d" % i, "connection %d after the restart failed" % i
-    fds_back(r, before, "relay")
+    fds_back(r, before, "relay", timeout=10 * SLOW)
 
 
 # ---- crashes and resets mid-stream ------------------------------------------------------
@@ -266,8 +259,8 @@ def test_clients_killed_with_sigkill_mid_stream_leave_no_fd_behind(sc):
         c.send_signal(signal.SIGKILL)
     for c in procs:
         c.wait(timeout=10)
-    fds_back(p.cont, cont_fds, "container relay")
-    fds_back(p.host, host_fds, "host relay")
+    fds_back(p.cont, cont_fds, "container relay", timeout=10 * SLOW)
+    fds_back(p.host, host_fds, "host relay", timeout=10 * SLOW)
     print("# 10 clients killed mid-stream: relay fds back to %d (container) and %d (host)" % (cont_fds, host_fds))
     # and it still serves: 4 bytes down from the sink-source service
     s = connect(p.sock, timeout=5)
@@ -311,7 +304,7 @@ def test_tcp_server_resets_mid_stream_reach_the_client_and_leave_no_fd_behind(sc
         s.settimeout(5)
         assert writes_until_closed(s, b"r"), "client %d still open 10s after the server reset" % i
         s.close()
-    fds_back(r, before, "relay")
+    fds_back(r, before, "relay", timeout=10 * SLOW)
 
 
 def test_upstream_resets_through_the_authenticated_pair(sc):
@@ -328,8 +321,8 @@ def test_upstream_resets_through_the_authenticated_pair(sc):
         assert s.recv(5) == b"hello"
         assert writes_until_closed(s, b"u"), "client %d still open 10s after the service reset" % i
         s.close()
-    fds_back(p.cont, cont_fds, "container relay")
-    fds_back(p.host, host_fds, "host relay")
+    fds_back(p.cont, cont_fds, "container relay", timeout=10 * SLOW)
+    fds_back(p.host, host_fds, "host relay", timeout=10 * SLOW)
 
 
 # ---- load ---------------------------------------------------------------------------------
@@ -383,7 +376,7 @@ def test_10000_concurrent_connections(sc):
     client.stdin.flush()
     out, err = client.communicate(timeout=120)
     assert client.returncode == 0, err.decode(errors="replace")
-    fds_back(r, before, "relay", timeout=30)
+    fds_back(r, before, "relay", timeout=30 * SLOW)
     print("# %d concurrent connections: opened and checked twice in %.1fs; relay fds %d -> %d -> %d, "
           "RSS %d KiB while holding them, %.2fs CPU" % (n, opened, before, held, r.fds(), rss,
                                                         r.cpu_seconds() - cpu0))
@@ -406,8 +399,8 @@ def test_100000_sequential_connections_through_an_authenticated_pair_fds_and_rss
     rss0 = (p.cont.rss_kib(), p.host.rss_kib())
     cpu0 = (p.cont.cpu_seconds(), p.host.cpu_seconds())
     out = churn(n, 900 if not VALGRIND else 1800)
-    fds_back(p.cont, fds0[0], "container relay")
-    fds_back(p.host, fds0[1], "host relay")
+    fds_back(p.cont, fds0[0], "container relay", timeout=10 * SLOW)
+    fds_back(p.host, fds0[1], "host relay", timeout=10 * SLOW)
     fds1 = (steady(p.cont.fds, "the container relay's descriptors"), steady(p.host.fds, "the host relay's"))
     rss1 = (p.cont.rss_kib(), p.host.rss_kib())
     cpu1 = (p.cont.cpu_seconds() - cpu0[0], p.host.cpu_seconds() - cpu0[1])
@@ -462,7 +455,7 @@ def test_allow_uid_refuses_other_users_and_logs_who(sc):
     assert as_user(65534, 65534, d + "/a.sock") == "got=b''", "uid 65534 got through allow-uid=0"
     wait_for(lambda: "refused a connection from uid 65534 gid 65534 (pid " in r.text(), timeout=5 * SLOW,
              what="the refusal, naming uid, gid and pid, in the log")
-    fds_back(r, before, "relay")
+    fds_back(r, before, "relay", timeout=10 * SLOW)
 
 
 def test_allow_gid_admits_the_group_and_refuses_others(sc):

@@ -189,20 +189,14 @@ def steady(value, what, times=3, interval=0.05, timeout=10.0):
     return seen[-1]
 
 
-def back_to(value, want, timeout=10.0):
-    """value() once it is want again, or its last value after timeout: a count that must come
-    back (descriptors after connections closed) on a machine where the relay may not run for a
-    while; a leak never comes back, and the caller's assertion then says by how much."""
-    last = [None]
-
-    def back():
-        last[0] = value()
-        return last[0] == want
+def fds_back(r, before, what, timeout=10.0):
+    """Waits until the relay r holds before descriptors again (the last connections' closes
+    may still be on their way, on a machine that does not run the relay for a while); fails
+    naming what it holds if they never come back (a leak)."""
     try:
-        wait_for(back, timeout=timeout)
-    except AssertionError:
-        pass
-    return last[0]
+        wait_for(lambda: r.fds() == before, timeout=timeout, what="%s fds back to %d" % (what, before))
+    except AssertionError as e:
+        raise AssertionError("%s; it holds %d:\n%s" % (e, r.fds(), r.fds_described())) from None
 
 
 def unread(s):
