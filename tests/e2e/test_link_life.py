@@ -698,7 +698,8 @@ def test_a_host_that_stalls_the_handshake_then_is_replaced_serves_the_waiting_cl
     """A listener that accepts and says nothing holds the link's handshake; a client waits;
     within its connect-timeout (5 s) the listener gives way to a real host relay: the waiting
     client is served. (Under valgrind and ASan 5 s x SLOW: there the host relay's own start
-    took more than 5 s on a loaded CI machine.)"""
+    took more than 5 s on a loaded CI machine. The handshake-timeout is as long: a handshake
+    that times out is a wrong peer, and the clients waiting for it are told so at once.)"""
     e = world(sc)
     ct = 5 * SLOW
     sc.server("echo", e.d + "/echo.sock")
@@ -707,7 +708,8 @@ def test_a_host_that_stalls_the_handshake_then_is_replaced_serves_the_waiting_cl
     ls.bind(("127.0.0.1", e.port))
     ls.listen(16)
     sc.closing(ls)
-    cont = relay_of(sc, e, fwd("echo", "unix:%s/c.sock" % e.d, e.remote, connect_timeout="%ds" % ct), "cont.conf")
+    cont = relay_of(sc, e, fwd("echo", "unix:%s/c.sock" % e.d, e.remote, connect_timeout="%ds" % ct,
+                                     handshake_timeout="%ds" % ct), "cont.conf")
     ls.settimeout(10 * SLOW)
     stalled, _ = ls.accept()
     sc.closing(stalled)
