@@ -18,7 +18,7 @@ import threading
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import sftap  # noqa: E402
 from sfharness import (Scene, Skip, connect, echo_once, free_port, keygen, recv_all, run_sockferry,  # noqa: E402
-                       wait_for, ENGINE, LINK_MODE, VALGRIND)
+                       wait_for, ENGINE, LINK_MODE, SANITIZED, VALGRIND)
 
 # What the relay lets through to the peer before the status frame verified (relay/conn/state.h,
 # SF_EARLY_MAX, doc/SECURITY.md): the client frame (with the service extension naming "cont":
@@ -43,8 +43,9 @@ def test_silent_candidate_falls_through_to_the_next(sc):
     sc.server("echo", d + "/service.sock")
     host_relay(sc, d, pb, token, "b")
     host_relay(sc, d, pc, token, "c")
-    # Under valgrind the good relays greet slowly too: the silent one is told by a longer wait.
-    hs = "2000ms" if VALGRIND else "300ms"
+    # Under valgrind or ASan, or on a loaded machine, the good relays greet slowly too: the
+    # silent one is told by a longer wait.
+    hs = "2000ms" if VALGRIND else "1000ms" if SANITIZED else "500ms"
     spec = "cont:unix:%s/c.sock=tcp:127.0.0.1:%d|tcp:127.0.0.1:%d|tcp:127.0.0.1:%d,auth=token,token-file=%s," \
         "handshake-timeout=%s" % (d, pa, pb, pc, token, hs)
     cont = sc.relay(["relay", "-F", spec])
@@ -164,11 +165,13 @@ def test_a_fake_server_gets_at_most_the_early_bytes(sc):
     ls.bind(("127.0.0.1", 0))
     ls.listen(4)
     sc.serve(ls, greet_and_count(got, done))
-    # connect-timeout: a relay under memcheck on a busy machine takes longer than 500 ms to see
-    # its loopback connect done (the dial then failed, and the fake server got nothing)
+    # connect-timeout: a relay under memcheck or ASan on a busy machine takes longer than 500 ms
+    # to see its loopback connect done (the dial then failed, and the fake server got nothing);
+    # its greeting read in time is what the handshake-timeout then bounds
+    slow = VALGRIND or SANITIZED
     cont = sc.relay(["relay", "-F", "cont:unix:%s/c.sock=tcp:127.0.0.1:%d,auth=token,token-file=%s,"
-                     "handshake-timeout=500ms,connect-timeout=%s"
-                     % (d, ls.getsockname()[1], token, "5s" if VALGRIND else "500ms")])
+                     "handshake-timeout=%s,connect-timeout=%s"
+                     % (d, ls.getsockname()[1], token, "2s" if slow else "500ms", "5s" if slow else "500ms")])
     s = sc.closing(connect(d + "/c.sock", timeout=30))
     sent = 0
     chunk = b"s" * 65536

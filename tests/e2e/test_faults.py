@@ -28,7 +28,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import sftap  # noqa: E402
 from sfharness import (Scene, Skip, connect, echo_once, fds_back, free_port, run_sockferry, serving, steady,  # noqa: E402
-                       wait_for, wait_link_up, ENGINE, LINK_MODE, VALGRIND)
+                       wait_for, wait_link_up, ENGINE, LINK_MODE, SANITIZED, VALGRIND)
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--churn", required=True)
@@ -168,7 +168,8 @@ def test_a_host_relay_back_after_a_long_outage_is_found_by_the_first_client(sc):
         raise Skip("sockferry/1 dials per client: no link backoff to wait out")
     d = sc.tmpdir()
     echo_server(sc, d + "/svc.sock")
-    p = Pair(sc, d, d + "/svc.sock", connect_timeout="400ms" if not VALGRIND else "2s")
+    # (slower builds get longer, still well under the 2.5 s the backoff would make it wait)
+    p = Pair(sc, d, d + "/svc.sock", connect_timeout="2s" if VALGRIND else "1s" if SANITIZED else "400ms")
     assert echo_once(p.sock) == b"ping"
     p.host.kill()
     # In the host relay's place a listener that counts the link's dials and hangs each up: the

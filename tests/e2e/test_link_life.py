@@ -176,7 +176,7 @@ def recv_exact(s, n):
     return got
 
 
-def link_handshake(e, flags=FLAG_LINK, timeout=5):
+def link_handshake(e, flags=FLAG_LINK, timeout=5 * SLOW):
     """A sockferry/1 handshake of the test's own (doc/PROTOCOL.md) with flags, to the host
     relay: returns (socket, outcome), outcome "ok", "status N: REASON" or "closed (...)". The
     socket is left open (None when it is closed)."""
@@ -646,7 +646,7 @@ def test_a_refused_stream_moves_on_to_the_next_candidate(sc):
 
 def test_clients_are_closed_at_once_while_nothing_listens_on_the_host_port(sc):
     """Nothing listens on the host port (connect-timeout = 5s): 10 clients, 100 ms apart, are
-    each closed within 1 s, and the log says the link is down and that it was refused."""
+    each closed within 2 s, and the log says the link is down and that it was refused."""
     e = world(sc)
     cont = relay_of(sc, e, fwd("echo", "unix:%s/c.sock" % e.d, e.remote, connect_timeout="5s"), "cont.conf")
     wait_for(lambda: "link to %s down" % e.remote in cont.text(), what="the link down in the log")
@@ -666,7 +666,7 @@ def test_clients_are_closed_at_once_while_nothing_listens_on_the_host_port(sc):
     print("# 10 clients closed after %s s" % ", ".join("%.2f" % t if t is not None else "?" for t in took), flush=True)
     assert None not in took, "a client was not closed: %s" % took
     # (under valgrind still well below connect-timeout: the wait is what is tested)
-    assert max(took) < min(1.0 * SLOW, 4), "clients waited up to %.2f s for a host port nobody listens on" % max(took)
+    assert max(took) < min(2.0 * SLOW, 4), "clients waited up to %.2f s for a host port nobody listens on" % max(took)
     lines = [line for line in cont.text().splitlines() if "upstream unavailable" in line]
     assert any("link to %s down" % e.remote in line and "refused" in line for line in lines), \
         "no client's line says the link is down and refused:\n" + "\n".join(lines[-5:])
@@ -674,7 +674,7 @@ def test_clients_are_closed_at_once_while_nothing_listens_on_the_host_port(sc):
 
 def test_a_host_that_comes_back_serves_a_new_client_without_the_backoff(sc):
     """The host relay away long enough for the backoff to grow to seconds, then started: a
-    client that connects at once is served within 1 s, not after the backoff."""
+    client that connects at once is served within 1.5 s, not after the backoff (1.6 s at least)."""
     e = world(sc)
     sc.server("echo", e.d + "/echo.sock")
     cont = relay_of(sc, e, fwd("echo", "unix:%s/c.sock" % e.d, e.remote, connect_timeout="5s"), "cont.conf")
@@ -691,7 +691,7 @@ def test_a_host_that_comes_back_serves_a_new_client_without_the_backoff(sc):
     # Under valgrind a dial and its handshake take about as long as the backoff's next step:
     # the time is reported there, not judged (the other builds judge it).
     if not VALGRIND:
-        assert took < min(1.0 * SLOW, 1.5), "the client waited %.2f s for a host that was back (the backoff?)" % took
+        assert took < 1.5, "the client waited %.2f s for a host that was back (the backoff?)" % took
 
 
 def test_a_host_that_stalls_the_handshake_then_is_replaced_serves_the_waiting_client(sc):
@@ -879,7 +879,12 @@ def test_a_reload_that_changes_a_forward_keeps_its_counters(sc):
 
 # ---- 8. a clean life ------------------------------------------------------------------------
 
-def sigterm_scene(sc, modes, services, drain="2s"):
+# The drain of the SIGTERM tests: the open connections' round trips after SIGTERM must fit in
+# it, through two relays that may each be under valgrind on a loaded machine.
+DRAIN = 2 if SLOW == 1 else 6
+
+
+def sigterm_scene(sc, modes, services, drain="%ds" % DRAIN):
     """A host relay of services (1 or 2) on one port, a container relay with a forward per link
     mode in modes to the last service, one connection open through each; returns (e, host, the
     connections)."""
@@ -920,17 +925,19 @@ def sigterm_test(modes, services):
             except (OSError, ConnectionError) as ex:
                 raise AssertionError("the open %s connection failed %.2f s into the drain: %r; host log:\n%s" % (
                     m, time.monotonic() - t0, ex, host.text()[-2000:]))
-        rc, took = stopped_within(host, 3, "SIGTERM (drain-timeout = 2s)")
+        rc, took = stopped_within(host, DRAIN + 1, "SIGTERM (drain-timeout = %ds)" % DRAIN)
         print("# the host relay exited %d %.2f s after SIGTERM" % (rc, took), flush=True)
         assert rc == 0, "the host relay exited %d:\n%s" % (rc, host.text()[-3000:])
-        assert took < 3 * SLOW, "the host relay took %.2f s to end after SIGTERM (drain-timeout = 2s)" % took
+        # (under valgrind its exit, the leak check, takes seconds of its own)
+        assert took < (DRAIN + 1 if SLOW == 1 else DRAIN + 3 * SLOW), \
+            "the host relay took %.2f s to end after SIGTERM (drain-timeout = %ds)" % (took, DRAIN)
         # the restart that follows is not refused by a process still there
         relay_of(sc, e, "".join(fwd(n, e.listen, "unix:%s/echo.sock" % e.d) for n in ["one", "two"][:services]),
                  "host.conf")
     test.__name__ = "test_sigterm_ends_the_host_relay_%s_%s" % ("_and_".join(m.replace("-", "_") for m in modes),
                                                                "one_service" if services == 1 else "two_services")
     test.__doc__ = ("SIGTERM to a host relay with %s on %s, a connection open: the connection goes on in the "
-                    "drain, the relay exits 0 within drain-timeout (2 s) + 1 s, and a restart on the same "
+                    "drain, the relay exits 0 within drain-timeout (2 s; 6 s under valgrind and ASan) + 1 s, and a restart on the same "
                     "configuration comes up."
                     % (" and ".join("a %s client" % m for m in modes), "one service" if services == 1 else
                        "two services (the clients' is the second)"))
@@ -969,7 +976,9 @@ def check_cell_test(mode, services, service_set):
         if service_set:
             keys["service"] = "docker"
         # the forward's own name is not a service: by default it asks for "dk"
-        cont = relay_of(sc, e, fwd("dk", "unix:%s/c.sock" % e.d, e.remote, connect_timeout="2s", **keys), "cont.conf")
+        # (refusals are statuses, so the timeouts, longer in slow builds, are never waited out)
+        cont = relay_of(sc, e, fwd("dk", "unix:%s/c.sock" % e.d, e.remote, connect_timeout="%ds" % (2 * SLOW),
+                                   **keys), "cont.conf")
         if mode == "shared":
             link_up(cont, e)
         s = connect(e.d + "/c.sock", timeout=5 * SLOW)
@@ -980,7 +989,7 @@ def check_cell_test(mode, services, service_set):
             except (ConnectionResetError, BrokenPipeError):
                 got = b""
         served = got == b"docker:hello\n"
-        rc, out, err = run_sockferry(["check", "-c", e.d + "/cont.conf"])
+        rc, out, err = run_sockferry(["check", "--timeout", "%ds" % (5 * min(SLOW, 3)), "-c", e.d + "/cont.conf"])
         print("# client %s; check exit %d: %s" % ("served" if served else "got %r" % got, rc, out.strip()),
               flush=True)
         # what the design says a client gets: a named service is served; no name is served by a

@@ -367,7 +367,8 @@ def test_stats_per_shared_link_both_ends(sc):
     assert len(cl) == 1, cl
     c = cl[0]
     assert (c["role"], c["endpoint"], c["token_file"], c["forward"], c["cause"]) == ("client", ep, token, None, None), c
-    assert c["rtt_seconds"] is not None and 0 < c["rtt_seconds"] < 1, c
+    # (a sanity bound: one late loop turn of a relay under ASan on a loaded machine is a second)
+    assert c["rtt_seconds"] is not None and 0 < c["rtt_seconds"] < 5, c
     assert abs(c["since_unix"] - time.time()) < 60 and c["since"].endswith("Z"), c
     assert (c["streams_total"], c["reconnects"]) == (n, 0), c
     # each stream's 1000 bytes each way, with their frames
@@ -404,7 +405,7 @@ def test_stats_per_shared_link_both_ends(sc):
     assert prom['sockferry_link_streams_open{%s}' % lab] == 1
     assert prom['sockferry_link_streams_total{%s}' % lab] == n + 1
     assert prom['sockferry_link_reconnects_total{%s}' % lab] == 0
-    assert 0 < prom['sockferry_link_rtt_seconds{%s}' % lab] < 1
+    assert 0 < prom['sockferry_link_rtt_seconds{%s}' % lab] < 5
     assert prom['sockferry_link_bytes_total{%s,direction="in"}' % lab] > n * 1000
     assert abs(prom['sockferry_link_state_since_timestamp_seconds{%s}' % lab] - time.time()) < 60
     prom = prom_samples(stats(["-c", host_conf], "prometheus"))

@@ -100,7 +100,7 @@ def wait_for(pred, timeout=10.0, what="condition", detail=None):
     raise AssertionError("timed out after %.1fs waiting for %s%s" % (timeout, what, "\n" + detail() if detail else ""))
 
 
-def connect(addr, timeout=10.0):
+def connect(addr, timeout=10.0 * WAIT_SCALE):
     """addr: a unix path or (host, port)."""
     if isinstance(addr, str):
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -140,7 +140,7 @@ def round_trip(s, data):
     return got
 
 
-def echo_once(addr, data=b"ping", timeout=10, half_close=False, to_end=False):
+def echo_once(addr, data=b"ping", timeout=10 * WAIT_SCALE, half_close=False, to_end=False):
     """One client of an echo service at addr: sends data and returns what came back, as many
     bytes as it sent, or with to_end (and always with half_close, which half-closes after
     sending) everything until the other side ended. A reset or a closed pipe ends it: what
@@ -633,7 +633,7 @@ class Relay:
                  expect=0, ready_timeout=None):
         self.expect = expect
         self.what = " ".join([os.path.basename(program or SOCKFERRY)] + list(args))[:300]
-        self.ready_timeout = ready_timeout or (60 if VALGRIND else 10)
+        self.ready_timeout = ready_timeout or (60 if VALGRIND else 10 * WAIT_SCALE)
         self.returncode = None
         self._stopped = False
         self._final_text = ""
@@ -1130,7 +1130,7 @@ def token_relay(sc, d, sections, name="relay.conf", head="", **kw):
     return sc.relay(["relay", "-c", conf], **kw)
 
 
-def closed_without_answer(path, timeout=10):
+def closed_without_answer(path, timeout=10 * WAIT_SCALE):
     """A client that connects and asks: True when the relay closed it without a byte."""
     s = connect(path, timeout=timeout)
     try:
@@ -1146,7 +1146,7 @@ def closed_without_answer(path, timeout=10):
 class Session:
     """An interactive client: one connection to an echo service, one round trip at a time."""
 
-    def __init__(self, path, timeout=10):
+    def __init__(self, path, timeout=10 * WAIT_SCALE):
         self.s = connect(path, timeout=timeout)
         self.n = 0
 
