@@ -48,6 +48,9 @@ if [ "$group" = all ]; then
                 # uses) and ssh -L stream-local forwarding with a throwaway sshd, the
                 # benchmark's contender
                 slirp4netns openssh-server
+                # tests/ci/base-image.sh: the container stages' Debian base image, built beside
+                # the tests (the engines themselves come with those stages)
+                mmdebstrap
         )
         # The cross-build's toolchain comes from npm; a nodejs from elsewhere may carry its own npm.
         command -v npm >/dev/null || pkgs+=(npm)

@@ -20,6 +20,7 @@
 #             (tests/ci/static-chroot.sh), sockferry.exe and Wine (tests/ci/windows.sh), then
 #             attach's presets from that sockferry.exe (tests/ci/containers-presets.sh wine)
 #   cross2    the macOS cross-build (tests/ci/macos-cross.sh), fuzz (tests/fuzz/run.sh)
+#   base      the containers job's Debian base image (tests/ci/base-image.sh)
 # The previous release (tests/e2e/test_link.py's interop tests) is built once, beside the main
 # build, and every test run gets it as SF_PREV_SOCKFERRY.
 # Every test run has a network namespace of its own (unshare --net): runs that overlap never
@@ -190,7 +191,11 @@ lane_e2e() {
         # The container engine: the images, compose, the sidecar, attach (one dockerd), then
         # podman. Here, not in the builds lane: it waits on engines more than it computes, it
         # times container restarts (no nice), and behind the builds it was the run's last 8 minutes.
-        after packages-rest -- e2e containers $SUDO tests/ci/containers.sh "$src/build-ci"
+        # Its Debian base image comes from the base lane (containers-images.sh makes its own
+        # when that job left none).
+        ended base-image || true
+        after packages-rest -- e2e containers env SF_CI_BASE_TAR="$src/build-base/base.tar" $SUDO ${SUDO:+-E} \
+                tests/ci/containers.sh "$src/build-ci"
 }
 lane_valgrind() {
         with_prev
@@ -245,9 +250,16 @@ lane_cross2() {
         # libFuzzer smoke run of every parser that takes outside input, from the committed corpora.
         after packages-rest -- cross2 fuzz tests/fuzz/run.sh 10 "$src/build-fuzz"
 }
+# The containers job's Debian base image (mmdebstrap: ~70 CPU-s, 280 s on the loaded machine
+# when that job made it), in a lane of its own: ready long before that job, and no other job
+# waits behind it.
+lane_base() {
+        niced
+        after packages-rest -- base base-image $SUDO tests/ci/base-image.sh "$src/build-base/base.tar"
+}
 # A lane runs all of its jobs whatever becomes of each (set +e): the jobs of other lanes may
 # wait for them.
-for lane in lane_e2e lane_valgrind lane_asan lane_builds lane_cross lane_cross2; do
+for lane in lane_e2e lane_valgrind lane_asan lane_builds lane_cross lane_cross2 lane_base; do
         (set +e; $lane) &
         lanes+=($!)
 done

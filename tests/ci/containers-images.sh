@@ -61,22 +61,18 @@ versions="dockerd $("$DOCKER" version -f '{{.Server.Version}}'), CLI $("$DOCKER"
 say "engine: $versions"
 
 # ---- the Debian base image, from this machine's apt sources (no registry) ----
-sources=()
-for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
-        [ -f "$f" ] && grep -qE '(^|[[:space:]])bookworm([[:space:]]|$)' "$f" && sources+=("$f")
-done
-# The same path excludes as Debian's -slim images.
-# In a session of its own: mmdebstrap signals its whole process group when it fails.
-setsid -w mmdebstrap --quiet --variant=minbase --format=tar \
-        --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/info/*' \
-        --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \
-        --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-include=/usr/share/locale/locale.alias' \
-        bookworm "$W/base.tar" "${sources[@]}" >"$W/mmdebstrap.log" 2>&1 </dev/null ||
-        { tail -20 "$W/mmdebstrap.log" >&2; fail "mmdebstrap of the base image failed"; }
-"$DOCKER" import "$W/base.tar" debian:bookworm-slim >/dev/null
+# Built beside the test lanes by tests/ci.sh (SF_CI_BASE_TAR), or here when run alone.
+base=${SF_CI_BASE_TAR:-}
+if [ -z "$base" ] || [ ! -s "$base" ]; then
+        [ -z "$base" ] || say "$base is missing (its stage failed?): building the base image here"
+        base=$W/base.tar
+        "$src/tests/ci/base-image.sh" "$base" >"$W/base-image.log" 2>&1 ||
+                { cat "$W/base-image.log" >&2; fail "tests/ci/base-image.sh failed"; }
+fi
+"$DOCKER" import "$base" debian:bookworm-slim >/dev/null
 rm -f "$W/base.tar"
 "$DOCKER" tag debian:bookworm-slim debian:bookworm
-say "base image debian:bookworm(-slim) from mmdebstrap minbase ($(stage_seconds) s)"
+say "base image debian:bookworm(-slim) from mmdebstrap minbase, $base ($(stage_seconds) s)"
 
 # ---- the project's images ----
 build() {
