@@ -107,7 +107,10 @@ fpr=$(gpg --batch --with-colons --list-secret-keys 2>/dev/null | awk -F: '$1 == 
 if [ "$host" = windows ]; then
         export WINEPREFIX=$W/wine WINEDEBUG=-all WINEDLLOVERRIDES="mscoree,mshtml=,winemenubuilder.exe=d"
         unset DISPLAY WAYLAND_DISPLAY
-        cleanup 'wineserver -k 2>/dev/null || true'
+        # -w: the server writes the prefix's registry files as it exits, after -k returned;
+        # waited for, or they land in $W after its rm -rf
+        wineserver=$(dirname "$wine")/wineserver # not on PATH in Debian's wine64
+        cleanup '"$wineserver" -k 2>/dev/null; timeout 30 "$wineserver" -w; true'
         cleanup 'for p in ${side_pids:-}; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; true'
         winpath() { echo "Z:${1//\//\\}"; } # a path here as Wine shows it to Windows programs
         # The agent's pipe and Docker Desktop's, served by a second sockferry.exe, carried to

@@ -22,6 +22,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 . "$root/tests/lib/stage.sh" windows-wine
 linux_build=$(cd "${1:-$root/build-ci}" 2>/dev/null && pwd || echo "${1:-$root/build-ci}")
 wine=/usr/lib/wine/wine64
+wineserver=/usr/lib/wine/wineserver # not on PATH in Debian's wine64
 tmp=$(mktemp -d /tmp/sockferry-wine.XXXXXX)
 export WINEPREFIX=$tmp/prefix WINEDEBUG=-all
 # No Mono or Gecko installer at prefix creation (nothing here runs .NET or HTML), and no menu
@@ -30,7 +31,8 @@ export WINEDLLOVERRIDES="mscoree,mshtml=,winemenubuilder.exe=d"
 unset DISPLAY WAYLAND_DISPLAY
 pids=()
 cleanup 'rm -rf "$tmp"'
-cleanup '[ -x "$wine" ] && [ -d "$WINEPREFIX" ] && wineserver -k 2>/dev/null'
+# -w: the server writes the prefix's registry files as it exits, after -k returned
+cleanup '[ -x "$wineserver" ] && [ -d "$WINEPREFIX" ] && "$wineserver" -k 2>/dev/null; [ ! -x "$wineserver" ] || timeout 30 "$wineserver" -w; true'
 cleanup 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done'
 elapsed() { echo $(($(date +%s%N) / 1000000 - $1)); }
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
@@ -60,7 +62,7 @@ mkdir -p "$tmp/test"
 # ---- 3. Wine ------------------------------------------------------------------------------
 t0=$(now_ms)
 "$wine" wineboot --init >"$tmp/wineboot.log" 2>&1 || { cat "$tmp/wineboot.log"; fail "wineboot --init"; }
-wineserver -w
+"$wineserver" -w
 boot_ms=$(elapsed "$t0")
 say "wine: $("$wine" --version 2>/dev/null), prefix created in ${boot_ms} ms"
 
