@@ -58,14 +58,28 @@ skip() { echo "agent.sh: SKIP: $*" >&2; exit 77; }
 
 # ---- report ----
 
+# What the report's three awk programs share: sorting a sample (s[1..n], in place) and the
+# names of the paths and commands.
+AWK_LIB='
+        function sort(s, n,   a, b, t) {
+                for (a = 2; a <= n; a++) for (b = a; b > 1 && s[b - 1] > s[b]; b--) { t = s[b]; s[b] = s[b - 1]; s[b - 1] = t }
+        }
+        function names() {
+                label["direct"] = "the socket directly"; label["sf1"] = "relay pair (sockferry/1)"
+                label["link"] = "shared link (sockferry/2)"; label["nsenter"] = "attach over nsenter"
+                label["docker"] = "attach over docker exec"; label["ssh"] = "ssh -L"; label["socat"] = "socat pair"
+                head["list"] = "ssh-add -l"; head["sign"] = "ssh-keygen -Y sign"; head["docker"] = "docker version"
+                return split("list sign docker", cl, " ")
+        }'
+
 # p50 and p99 (nearest rank) of every path and command from samples.tsv (path, command, µs, exit
 # status): results.tsv, then the table and the targets.
 report() {
-        awk -F'\t' -v order="$ALL_PATHS" '
-                function q(k, p,   n, a, b, t, s) {
+        awk -F'\t' -v order="$ALL_PATHS" "$AWK_LIB"'
+                function q(k, p,   n, a, s) {
                         n = cnt[k]
                         for (a = 1; a <= n; a++) s[a] = v[k, a]
-                        for (a = 2; a <= n; a++) for (b = a; b > 1 && s[b - 1] > s[b]; b--) { t = s[b]; s[b] = s[b - 1]; s[b - 1] = t }
+                        sort(s, n)
                         return s[int(p * (n - 1) + 0.5) + 1]
                 }
                 $4 == 0 { k = $1 SUBSEP $2; v[k, ++cnt[k]] = $3 + 0 }
@@ -79,15 +93,11 @@ report() {
                                 else if (path[i] in seen) printf "%s\t%s\t0\t%d\tfail\tfail\n", path[i], c, fails[k] + 0
                         }
                 }' "$OUT/samples.tsv" >"$OUT/results.tsv"
-        awk -F'\t' -v order="$ALL_PATHS" -v notes="$(cat "$OUT/paths.txt" 2>/dev/null)" '
+        awk -F'\t' -v order="$ALL_PATHS" -v notes="$(cat "$OUT/paths.txt" 2>/dev/null)" "$AWK_LIB"'
                 function ms(us) { return us == "fail" ? "failed" : us >= 10000 ? sprintf("%.1f", us / 1000) : sprintf("%.2f", us / 1000) }
                 { p50[$1, $2] = $5; p99[$1, $2] = $6; fl[$1, $2] = $4; n[$1, $2] = $3; have[$1] = 1; c[$2] = 1 }
                 END {
-                        label["direct"] = "the socket directly"; label["sf1"] = "relay pair (sockferry/1)"
-                        label["link"] = "shared link (sockferry/2)"; label["nsenter"] = "attach over nsenter"
-                        label["docker"] = "attach over docker exec"; label["ssh"] = "ssh -L"; label["socat"] = "socat pair"
-                        nc = split("list sign docker", cl, " ")
-                        head["list"] = "ssh-add -l"; head["sign"] = "ssh-keygen -Y sign"; head["docker"] = "docker version"
+                        nc = names()
                         out = "| path"; sep = "|---"
                         for (j = 1; j <= nc; j++) if (cl[j] in c) { out = out " | " head[cl[j]] " p50 ms | p99 ms"; sep = sep "|---:|---:" }
                         print ""; print out " |"; print sep "|"
@@ -130,11 +140,11 @@ report() {
         # (consecutive lines of samples.tsv), so the difference to ssh -L within a round leaves
         # out what moves every path alike (dockerd's answer, the machine's load), which is most
         # of the spread when a command takes 90 ms and a path adds well under one.
-        awk -F'\t' '
-                function med(k,   n, a, b, t, s) {
+        awk -F'\t' "$AWK_LIB"'
+                function med(k,   n, a, s) {
                         n = nd[k]
                         for (a = 1; a <= n; a++) s[a] = d[k, a]
-                        for (a = 2; a <= n; a++) for (b = a; b > 1 && s[b - 1] > s[b]; b--) { t = s[b]; s[b] = s[b - 1]; s[b - 1] = t }
+                        sort(s, n)
                         return n % 2 ? s[(n + 1) / 2] : (s[n / 2] + s[n / 2 + 1]) / 2
                 }
                 function flush(   p) {
@@ -147,14 +157,13 @@ report() {
                 $4 == 0 { t[$1] = $3 }
                 END {
                         flush()
-                        label["link"] = "shared link"; label["nsenter"] = "attach over nsenter"
-                        head["list"] = "ssh-add -l"; head["sign"] = "ssh-keygen -Y sign"; head["docker"] = "docker version"
+                        nc = names()
                         print ""; print "| paired by round: minus ssh -L | " head["list"] " | " head["sign"] " | " head["docker"] " |"
                         print "|---|---|---|---|"
                         for (i = 1; i <= 2; i++) {
                                 p = i == 1 ? "link" : "nsenter"; out = "| " label[p]
-                                for (j = 1; j <= 3; j++) {
-                                        cmd = j == 1 ? "list" : j == 2 ? "sign" : "docker"; k = p SUBSEP cmd
+                                for (j = 1; j <= nc; j++) {
+                                        cmd = cl[j]; k = p SUBSEP cmd
                                         if (!nd[k]) { out = out " | –"; continue }
                                         out = out sprintf(" | median %+.2f ms, ahead in %d of %d rounds", med(k) / 1000, ahead[k], nd[k])
                                 }
