@@ -62,7 +62,6 @@ mkdir -p "$tmp/test"
 # ---- 3. Wine ------------------------------------------------------------------------------
 t0=$(now_ms)
 "$wine" wineboot --init >"$tmp/wineboot.log" 2>&1 || { cat "$tmp/wineboot.log"; fail "wineboot --init"; }
-"$wineserver" -w
 boot_ms=$(elapsed "$t0")
 say "wine: $("$wine" --version 2>/dev/null), prefix created in ${boot_ms} ms"
 
