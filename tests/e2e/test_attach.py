@@ -814,10 +814,14 @@ def test_a_flood_of_far_end_stderr_is_cut_to_the_rate_with_a_count(sc):
     import re
     d = sc.tmpdir()
     sc.server("echo", d + "/x.sock")
-    # (under valgrind a tenth: attach's reading of 200 000 lines there, on CI's loaded machine,
-    # once outlasted the 60 s wait for the far end below; 20 000 still last longer than a second)
-    n = 20000 if VALGRIND else 200000
-    flood = 'yes "flood line" | head -n %d >&2; sleep 1.2; exec "$0" link --stdio' % n
+    # The far end's own lines ("ready") go through the same limit: they must come in a window
+    # of their own, after attach has read the last of the flood. The pipe holds about 6 000
+    # lines that attach reads after the flood's writer is done: under valgrind, beside CI's
+    # other lanes, that took longer than the 1.2 s pause, "ready" was dropped, and the wait for
+    # it below ran out. There the pause is 5 s, and the flood a tenth (still more than a
+    # second of lines).
+    n, pause = (20000, 5) if VALGRIND else (200000, 1.2)
+    flood = 'yes "flood line" | head -n %d >&2; sleep %s; exec "$0" link --stdio' % (n, pause)
     r = sc.relay(["attach", "-F", "x:unix:%s/c/x.sock=unix:%s/x.sock" % (d, d), "--", "sh", "-c", flood, SOCKFERRY],
                  wait_ready=False)
     wait_for(lambda: "far end: ready" in r.text(), 60, "the far end")
