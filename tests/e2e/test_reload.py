@@ -5,6 +5,7 @@ a rotated token; services whose listener changes owner over a shared link; the c
 moved; and 200 reloads in a row with no descriptor left behind. Each test gets a Scene
 (tests/lib/sfharness.py) for what it starts."""
 
+import json
 import os
 import re
 import signal
@@ -317,10 +318,18 @@ def test_reload_200_times_leaves_nothing(sc):
         assert rc == 0, (rc, out, err)
         return out
 
+    def no_links():
+        rc, out, err = run_sockferry(["stats", "-c", conf, "--format", "json"])
+        return rc == 0 and json.loads(out)["links"] == []
+
     # once to the other and back: the first reload sets up what every later one reuses
     reload_to(other)
     assert echoes(d + "/extra.sock")
     reload_to(base)
+    # The count to come back to, once the removed forward's shared link is closed at both of
+    # its ends (this relay is both): under valgrind on a loaded machine that outlasted
+    # steady()'s 100 ms, and the count taken then held its two descriptors.
+    wait_for(no_links, what="the removed forward's shared link closed at both ends")
     fds = steady(r.fds, "the relay's descriptors")
     rss = r.rss_kib()
     for i in range(100):
@@ -329,6 +338,7 @@ def test_reload_200_times_leaves_nothing(sc):
             assert echoes(d + "/extra.sock")
         assert reload_to(base) == "reload: 0 added, 1 removed, 1 changed, 1 unchanged\n"
     echoed(held, b"after 200 reloads")
+    wait_for(no_links, what="the last removed forward's shared link closed at both ends")
     wait_for(lambda: r.fds() == fds, timeout=10,
              what="the relay's fds (%d) back to %d after 200 reloads" % (r.fds(), fds))
     # (memcheck keeps freed blocks aside: its RSS says nothing; its leak check at the end does)
