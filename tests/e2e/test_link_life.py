@@ -937,8 +937,8 @@ def sigterm_test(modes, services):
     test.__name__ = "test_sigterm_ends_the_host_relay_%s_%s" % ("_and_".join(m.replace("-", "_") for m in modes),
                                                                "one_service" if services == 1 else "two_services")
     test.__doc__ = ("SIGTERM to a host relay with %s on %s, a connection open: the connection goes on in the "
-                    "drain, the relay exits 0 within drain-timeout (2 s; 6 s under valgrind and ASan) + 1 s, and a restart on the same "
-                    "configuration comes up."
+                    "drain, the relay exits 0 within drain-timeout (2 s; 6 s under valgrind and ASan) + 1 s, and a "
+                    "restart on the same configuration comes up."
                     % (" and ".join("a %s client" % m for m in modes), "one service" if services == 1 else
                        "two services (the clients' is the second)"))
     return test

@@ -15,7 +15,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import sftap  # noqa: E402
 from sfharness import (SANITIZED, VALGRIND, Scene, Skip, connect, echo_once, free_port, keygen,  # noqa: E402
-                       recv_all, round_trip, run_sockferry, steady, wait_for, write_conf)
+                       fds_back, recv_all, round_trip, run_sockferry, steady, wait_for, write_conf)
 
 
 def forward(name, listen, connect_to, extra=""):
@@ -339,8 +339,7 @@ def test_reload_200_times_leaves_nothing(sc):
         assert reload_to(base) == "reload: 0 added, 1 removed, 1 changed, 1 unchanged\n"
     echoed(held, b"after 200 reloads")
     wait_for(no_links, what="the last removed forward's shared link closed at both ends")
-    wait_for(lambda: r.fds() == fds, timeout=10,
-             what="the relay's fds (%d) back to %d after 200 reloads" % (r.fds(), fds))
+    fds_back(r, fds, "relay")
     # (memcheck keeps freed blocks aside: its RSS says nothing; its leak check at the end does)
     assert VALGRIND or SANITIZED or r.rss_kib() < rss + 8 * 1024, "RSS grew from %d to %d KiB" % (rss, r.rss_kib())
     assert echoes(d + "/keep.sock")
