@@ -39,7 +39,7 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 DOCKER=/usr/bin/docker   # Debian's CLI: another docker earlier on PATH may lack what is used here
 
 needs_root "apt-get, dockerd"
-engine_install docker.io docker-compose mmdebstrap python3-yaml curl openssh-client
+engine_install docker.io docker-compose python3-yaml curl openssh-client
 W=$(mktemp -d /tmp/sockferry-containers.XXXXXX)
 cleanup 'rm -rf "$W"'
 cleanup '[ "$stage_status" = 0 ] || [ -z "${SF_KEEP_LOGS:-}" ] || cp -r "$W" "$SF_KEEP_LOGS"'

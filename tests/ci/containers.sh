@@ -21,7 +21,7 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:?usage: tests/ci/containers.sh BUILD_DIR}" && pwd)
 
 needs_root "apt-get, dockerd"
-engine_install docker.io docker-compose mmdebstrap python3-yaml curl openssh-client podman gnupg
+engine_install docker.io docker-compose python3-yaml curl openssh-client podman gnupg
 engine_start docker
 export SF_CI_DOCKER_HOST=$DOCKER_HOST
 

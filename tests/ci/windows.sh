@@ -32,7 +32,7 @@ unset DISPLAY WAYLAND_DISPLAY
 pids=()
 cleanup 'rm -rf "$tmp"'
 # -w: the server writes the prefix's registry files as it exits, after -k returned
-cleanup '[ -x "$wineserver" ] && [ -d "$WINEPREFIX" ] && "$wineserver" -k 2>/dev/null; [ ! -x "$wineserver" ] || timeout 30 "$wineserver" -w; true'
+cleanup 'if [ -x "$wineserver" ] && [ -d "$WINEPREFIX" ]; then "$wineserver" -k 2>/dev/null; timeout 30 "$wineserver" -w; fi; true'
 cleanup 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done'
 elapsed() { echo $(($(date +%s%N) / 1000000 - $1)); }
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
