@@ -21,6 +21,13 @@
 #            stream-local forwarding, a channel per client)
 #   socat    socat UNIX-LISTEN:S,fork TCP:127.0.0.1:P → socat TCP-LISTEN:P,fork UNIX-CONNECT:AGENT
 #
+# NET=slirp puts the container's side of every path that crosses a network (sf1, link, ssh, socat)
+# behind a VM boundary as vm.sh does: its relay, ssh client or socat runs in a network namespace
+# whose only way out is slirp4netns, reaching the host's side through slirp's gateway, so each
+# request crosses the boundary as it does from a Docker Desktop, Lima or podman-machine VM. The
+# attach paths carry the link over an exec's pipes, which cross no network here: they are left
+# out of such a run (measured on loopback).
+#
 # The clients run on this machine's side for every path, reaching the socket the far end made
 # through the directory it is in (for nsenter and docker, the directory bind-mounted into the
 # namespace or container), so no path pays for entering a namespace per command. Each round
@@ -32,6 +39,7 @@
 #
 # Environment:
 #   N=200               rounds
+#   NET=loopback        or slirp (above); SLIRP_MTU=65520, SLIRP_CIDR=198.19.240.0/24 as in vm.sh
 #   ONLY=               paths to run (default: every one this machine has)
 #   DOCKER_CLI=         the docker CLI (default /usr/bin/docker, Debian's, else docker in PATH)
 #   WAIT_QUIET=0        before the rounds, wait up to this many seconds for the machine to be idle
@@ -47,6 +55,9 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 BUILD=$(cd "${1:-$HERE/../build-bench}" && pwd)
 N=${N:-200}
+NET=${NET:-loopback}
+SLIRP_MTU=${SLIRP_MTU:-65520}
+SLIRP_CIDR=${SLIRP_CIDR:-198.19.240.0/24}
 WAIT_QUIET=${WAIT_QUIET:-0}
 OUT=${OUT:-$BUILD/agent-results}
 SOCKFERRY=$BUILD/shim/sockferry
@@ -147,6 +158,14 @@ report() {
                         sort(s, n)
                         return n % 2 ? s[(n + 1) / 2] : (s[n / 2] + s[n / 2 + 1]) / 2
                 }
+                # Two-sided p of the sign test: how likely k or more (or as few) rounds ahead of
+                # n would be if neither path were faster (normal approximation, erfc after
+                # Abramowitz and Stegun 7.1.26).
+                function signp(k, n,   x, t) {
+                        x = (2 * k - n) / sqrt(2 * n); if (x < 0) x = -x
+                        t = 1 / (1 + 0.3275911 * x)
+                        return t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429)))) * exp(-x * x)
+                }
                 function flush(   p) {
                         if ("ssh" in t) for (p in t) if (p == "link" || p == "nsenter") {
                                 k = p SUBSEP c; d[k, ++nd[k]] = t[p] - t["ssh"]; ahead[k] += t[p] < t["ssh"]
@@ -165,7 +184,9 @@ report() {
                                 for (j = 1; j <= nc; j++) {
                                         cmd = cl[j]; k = p SUBSEP cmd
                                         if (!nd[k]) { out = out " | –"; continue }
-                                        out = out sprintf(" | median %+.2f ms, ahead in %d of %d rounds", med(k) / 1000, ahead[k], nd[k])
+                                        pv = signp(ahead[k], nd[k])
+                                        out = out sprintf(" | median %+.2f ms, ahead in %d of %d rounds (sign test p %s)", med(k) / 1000,
+                                                ahead[k], nd[k], pv < 0.0001 ? "< 0.0001" : sprintf("= %.2g", pv))
                                 }
                                 print out " |"
                         }
@@ -186,7 +207,13 @@ for p in ssh-agent ssh-add ssh-keygen; do
         command -v "$p" >/dev/null || skip "$p is not installed (openssh-client)"
 done
 
-IN=() # the clients run here
+case $NET in
+loopback) ;;
+slirp) command -v slirp4netns >/dev/null || skip "slirp4netns is not installed (packaging/install-deps.sh)" ;;
+*) die "NET: unknown network '$NET' (loopback, slirp)" ;;
+esac
+
+IN=() # set by net_up: the prefix that runs the container's side of a path
 # shellcheck source=bench/lib.sh
 . "$HERE/lib.sh"
 
@@ -195,6 +222,8 @@ chmod 0755 "$T" # the container's bind mount
 STARTED=()
 BOX_PID=
 DOCKERD_PID=
+NS=
+SLIRP_PID=
 DROOT=/var/lib/sf-agent-docker.${T##*.}
 XROOT=/run/sf-agent-docker.${T##*.}
 MADE=() # what dockerd makes outside its roots that was not there before
@@ -226,6 +255,8 @@ cleanup() {
         kill_trees "${STARTED[@]}"
         [[ -z $BOX_PID ]] || kill_trees "$BOX_PID"
         dockerd_down
+        [[ -z $SLIRP_PID ]] || kill_trees "$SLIRP_PID"
+        [[ -z $NS ]] || ip netns del "$NS" 2>/dev/null
         if [[ -n ${KEEP:-} ]]; then echo "agent.sh: logs kept in $T" >&2; else rm -rf "$T"; fi
 }
 trap cleanup EXIT
@@ -298,7 +329,8 @@ wait_socket() {
         return 1
 }
 
-# The relay pair $1 (sf1, link) on port $2.
+# The relay pair $1 (sf1, link) on port $2: the host relay here, the container relay on the
+# container's side.
 relay_pair() {
         local opts=",auth=token,token-file=$T/token" host
         [[ $1 == sf1 ]] && opts+=,link=per-connection
@@ -307,8 +339,8 @@ relay_pair() {
         [[ -n $DOCKER_WHY ]] || host+=(-F "docker:tcp:127.0.0.1:$2=unix:$DOCKER_SOCK$opts")
         "$SOCKFERRY" relay -q "${host[@]}" 2>>"$T/$1.log" &
         STARTED+=($!)
-        forwards "$T/$1" "tcp:127.0.0.1:$2" "tcp:127.0.0.1:$2" "$opts"
-        "$SOCKFERRY" relay -q "${FWD[@]}" 2>>"$T/$1.log" &
+        forwards "$T/$1" "tcp:$HOST:$2" "tcp:$HOST:$2" "$opts"
+        "${IN[@]}" "$SOCKFERRY" relay -q "${FWD[@]}" 2>>"$T/$1.log" &
         STARTED+=($!)
         SOCK[$1/agent]=$T/$1/agent.sock
         SOCK[$1/docker]=$T/$1/docker.sock
@@ -316,13 +348,17 @@ relay_pair() {
         PATHS+=("$1")
 }
 
+net_up "$NET"
+[[ $NET == loopback ]] || for p in nsenter docker; do
+        want "$p" && note "$p" "its link is an exec's pipes, which cross no network: measured with NET=loopback"
+done
 "$SOCKFERRY" keygen -o "$T/token" >/dev/null 2>"$T/keygen.log" || die "sockferry keygen: $(cat "$T/keygen.log")"
 want sf1 && relay_pair sf1 "$(free_port)"
 want link && relay_pair link "$(free_port)"
 
 # attach over nsenter: mount and network namespaces held by a sleeping process; inside, $T/box/run
 # is a bind mount of the empty $T/box/empty, where the far end makes the sockets.
-if want nsenter; then
+if want nsenter && [[ $NET == loopback ]]; then
         if command -v unshare >/dev/null && command -v nsenter >/dev/null; then
                 mkdir -p "$T/box/run" "$T/box/empty"
                 mkfifo "$T/box/ready"
@@ -350,7 +386,7 @@ fi
 
 # attach over docker exec: an image of this machine's sleep and the build's sockferry with their
 # libraries (as tests/containers/attach-stage.sh makes), a container with no network.
-if want docker; then
+if want docker && [[ $NET == loopback ]]; then
         if [[ -n $DOCKER_WHY ]]; then
                 note docker "$DOCKER_WHY"
         else
@@ -392,7 +428,7 @@ if want ssh; then
                 for ((i = 0; i < 100; i++)); do (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.05; done
                 fw=(-L "$T/ssh/agent.sock:$AGENT")
                 [[ -n $DOCKER_WHY ]] || fw+=(-L "$T/ssh/docker.sock:$DOCKER_SOCK")
-                ssh "${SSH_OPTS[@]}" -i "$T/ssh/id" -p "$port" "${fw[@]}" root@127.0.0.1 2>>"$T/ssh.log" &
+                "${IN[@]}" ssh "${SSH_OPTS[@]}" -i "$T/ssh/id" -p "$port" "${fw[@]}" "root@$HOST" 2>>"$T/ssh.log" &
                 STARTED+=($!)
                 SOCK[ssh/agent]=$T/ssh/agent.sock
                 SOCK[ssh/docker]=$T/ssh/docker.sock
@@ -414,7 +450,7 @@ if want socat; then
                         socat "TCP-LISTEN:$port,bind=127.0.0.1,fork,reuseaddr" "UNIX-CONNECT:$up" 2>>"$T/socat.log" &
                         STARTED+=($!)
                         for ((i = 0; i < 100; i++)); do ss -Htln "sport = :$port" | grep -q . && break; sleep 0.05; done
-                        socat "UNIX-LISTEN:$T/socat/$s.sock,fork" "TCP:127.0.0.1:$port" 2>>"$T/socat.log" &
+                        "${IN[@]}" socat "UNIX-LISTEN:$T/socat/$s.sock,fork" "TCP:$HOST:$port" 2>>"$T/socat.log" &
                         STARTED+=($!)
                         SOCK[socat/$s]=$T/socat/$s.sock
                         wait_socket "$T/socat/$s.sock" || die "socat made no socket: $(tail -n 3 "$T/socat.log")"
@@ -448,7 +484,7 @@ busy=$(wait_quiet)
 {
         echo "# sockferry agent bench: $(date -u +%Y-%m-%dT%H:%MZ), $(git -C "$HERE" rev-parse --short HEAD 2>/dev/null || echo '?')"
         echo "# $(nproc) cpus, $(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo), kernel $(uname -r)"
-        echo "# N=$N paths: ${PATHS[*]}; commands: ${CMDS[*]}; $(ssh -V 2>&1)$([[ -n $DOCKER_WHY ]] || echo "; docker $("$DOCKER_CLI" --version | cut -d, -f1 | cut -d' ' -f3), dockerd $(DOCKER_HOST=unix://$DOCKER_SOCK "$DOCKER_CLI" version -f '{{.Server.Version}}')")"
+        echo "# N=$N NET=$NET$([[ $NET == loopback ]] || echo " SLIRP_MTU=$SLIRP_MTU SLIRP_CIDR=$SLIRP_CIDR") paths: ${PATHS[*]}; commands: ${CMDS[*]}; $(ssh -V 2>&1)$([[ -n $DOCKER_WHY ]] || echo "; docker $("$DOCKER_CLI" --version | cut -d, -f1 | cut -d' ' -f3), dockerd $(DOCKER_HOST=unix://$DOCKER_SOCK "$DOCKER_CLI" version -f '{{.Server.Version}}')")"
         echo "# busy $busy % before; loadavg $(cut -d' ' -f1-3 /proc/loadavg)"
 } | tee "$OUT/table.md" >&2
 st0=$(cpu_stat)

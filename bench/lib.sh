@@ -1,6 +1,7 @@
 # shellcheck shell=bash
 # Shared by the scripts of bench/ (sourced): process trees and what /proc says of them, the
-# machine's load, ports, a throwaway sshd, and the key=value lines sf-load prints.
+# machine's load, ports, a throwaway sshd, the key=value lines sf-load prints, and the container
+# side's network (net_up: loopback or behind slirp4netns).
 # The caller sets WAIT_QUIET (seconds wait_quiet may wait), PROG (its name, for messages) and
 # IN (an array: the prefix that runs a client where clients run, empty for here); the client
 # helpers at the end also use T (a temporary directory), TMO (seconds a client may take),
@@ -184,4 +185,43 @@ release_idle() {
         [[ -n $HOLD_FD ]] && exec {HOLD_FD}>&-
         HOLD_FD=
         wait "$IDLE_PID" || true
+}
+
+# The container side's network $1: loopback (the host's own), or slirp: a network namespace whose
+# only way out is slirp4netns (SLIRP_MTU, SLIRP_CIDR), the user-mode TCP/IP stack of rootless
+# podman and of Docker Desktop's and Lima's VMs; the gateway it answers for is the host's
+# 127.0.0.1. Sets NET, IN (the prefix that runs a command on the container side), HOST (the host's
+# address as the container side sees it), NS and SLIRP_PID (for the caller's cleanup, as
+# net_down does). Uses T and die.
+# shellcheck disable=SC2034 # HOST is the caller's
+net_up() {
+        NET=$1
+        if [[ $NET == loopback ]]; then
+                IN=()
+                HOST=127.0.0.1
+                return
+        fi
+        NS=sf-${PROG%.sh}-$$
+        ip netns add "$NS"
+        # no --disable-host-loopback: the gateway must be the host's loopback
+        slirp4netns --configure --mtu="$SLIRP_MTU" --cidr="$SLIRP_CIDR" --disable-dns \
+                --netns-type=path "/run/netns/$NS" tap0 >>"$T/slirp.log" 2>&1 &
+        SLIRP_PID=$!
+        IN=(ip netns exec "$NS")
+        HOST=$(awk -F'[./]' '{ print $1 "." $2 "." $3 "." $4 + 2 }' <<<"$SLIRP_CIDR")
+        local i
+        for ((i = 0; i < 100; i++)); do
+                "${IN[@]}" ip -4 -o addr show dev tap0 2>/dev/null | grep -q inet && return
+                kill -0 "$SLIRP_PID" 2>/dev/null || die "slirp4netns exited: $(cat "$T/slirp.log")"
+                sleep 0.05
+        done
+        die "slirp4netns did not configure tap0 in $NS: $(cat "$T/slirp.log")"
+}
+
+net_down() {
+        [[ $NET == loopback ]] && return
+        kill_trees "$SLIRP_PID"
+        SLIRP_PID=
+        ip netns del "$NS"
+        NS=
 }

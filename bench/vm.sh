@@ -385,42 +385,6 @@ while ((SSH_PORT == SRV_PORT || SSH_PORT == LINK_PORT)); do SSH_PORT=$(free_port
 
 if [[ " ${CONTENDERS[*]} " == *" ssh "* ]]; then sshd_prepare "$T/ssh" "$SSH_PORT"; fi
 
-# ---- the container side: the network ----
-
-# Sets IN (the prefix that runs a command on the container side) and HOST (the host's address
-# as the container side sees it) for network $1.
-net_up() {
-        NET=$1
-        if [[ $NET == loopback ]]; then
-                IN=()
-                HOST=127.0.0.1
-                return
-        fi
-        NS=sf-vm-$$
-        ip netns add "$NS"
-        # no --disable-host-loopback: the gateway must be the host's loopback
-        slirp4netns --configure --mtu="$SLIRP_MTU" --cidr="$SLIRP_CIDR" --disable-dns \
-                --netns-type=path "/run/netns/$NS" tap0 >>"$T/slirp.log" 2>&1 &
-        SLIRP_PID=$!
-        IN=(ip netns exec "$NS")
-        HOST=$(awk -F'[./]' '{ print $1 "." $2 "." $3 "." $4 + 2 }' <<<"$SLIRP_CIDR")
-        local i
-        for ((i = 0; i < 100; i++)); do
-                "${IN[@]}" ip -4 -o addr show dev tap0 2>/dev/null | grep -q inet && return
-                kill -0 "$SLIRP_PID" 2>/dev/null || die "slirp4netns exited: $(cat "$T/slirp.log")"
-                sleep 0.05
-        done
-        die "slirp4netns did not configure tap0 in $NS: $(cat "$T/slirp.log")"
-}
-
-net_down() {
-        [[ $NET == loopback ]] && return
-        kill_trees "$SLIRP_PID"
-        SLIRP_PID=
-        ip netns del "$NS"
-        NS=
-}
-
 # ---- contenders ----
 
 # Waits (up to 5 s) for a TCP listener on the host's port $1.
