@@ -20,7 +20,8 @@
 #             (tests/ci/static-chroot.sh), sockferry.exe and Wine (tests/ci/windows.sh), then
 #             attach's presets from that sockferry.exe (tests/ci/containers-presets.sh wine)
 #   cross2    the macOS cross-build (tests/ci/macos-cross.sh), fuzz (tests/fuzz/run.sh)
-#   base      the containers job's Debian base image (tests/ci/base-image.sh)
+#   base      the containers job's Debian base image (tests/ci/base-image.sh), then its images
+#             (tests/ci/images.sh) in a dockerd whose data root that job's engine starts on
 # The previous release (tests/e2e/test_link.py's interop tests) is built once, beside the main
 # build, and every test run gets it as SF_PREV_SOCKFERRY.
 # Every test run has a network namespace of its own (unshare --net): runs that overlap never
@@ -64,6 +65,10 @@ mkdir -p "$logs"
 # Each lane a process group of its own (set -m), stopped whole if the run is.
 set -m
 lanes=()
+# The data root of the base lane's dockerd (lane_base), for the containers job's: removed once
+# the lanes have ended (this runs after the cleanup below), whether that job ran or not.
+images_root=/var/lib/sockferry-ci-docker.images.$$
+cleanup '$SUDO rm -rf "$images_root"'
 cleanup 'for p in "${lanes[@]}"; do kill -- "-$p" 2>/dev/null; done; wait'
 
 # job LANE NAME COMMAND...: runs the stage COMMAND (0 passed, 77 skipped, else failed) with
@@ -191,11 +196,13 @@ lane_e2e() {
         # The container engine: the images, compose, the sidecar, attach (one dockerd), then
         # podman. Here, not in the builds lane: it waits on engines more than it computes, it
         # times container restarts (no nice), and behind the builds it was the run's last 8 minutes.
-        # Its Debian base image comes from the base lane (containers-images.sh makes its own
-        # when that job left none).
-        ended base-image || true
-        after packages-rest -- e2e containers env SF_CI_BASE_TAR="$src/build-base/base.tar" $SUDO ${SUDO:+-E} \
-                tests/ci/containers.sh "$src/build-ci"
+        # Its Debian base image and its images come from the base lane (containers-images.sh
+        # makes what that lane did not).
+        local images=()
+        ended base-image images || true
+        [ "$(cat "$logs/images.rc")" != 0 ] || images=(SF_CI_DOCKER_ROOT="$images_root")
+        after packages-rest -- e2e containers env SF_CI_BASE_TAR="$src/build-base/base.tar" "${images[@]}" \
+                $SUDO ${SUDO:+-E} tests/ci/containers.sh "$src/build-ci"
 }
 lane_valgrind() {
         with_prev
@@ -251,11 +258,15 @@ lane_cross2() {
         after packages-rest -- cross2 fuzz tests/fuzz/run.sh 10 "$src/build-fuzz"
 }
 # The containers job's Debian base image (mmdebstrap: ~70 CPU-s, 280 s on the loaded machine
-# when that job made it), in a lane of its own: ready long before that job, and no other job
-# waits behind it.
+# when that job made it) and its images (400 s of apt-get and two builds of the tree in dockerd,
+# the run's last minutes when that job made them), in a lane of its own: ready before that job,
+# and no other job waits behind it. The images stay in a dockerd data root that the containers
+# job's engine starts on.
 lane_base() {
         niced
         after packages-rest -- base base-image $SUDO tests/ci/base-image.sh "$src/build-base/base.tar"
+        after base-image -- base images env SF_CI_DOCKER_ROOT="$images_root" SF_CI_DOCKER_ROOT_KEEP=1 \
+                $SUDO ${SUDO:+-E} tests/ci/images.sh "$src/build-base/base.tar"
 }
 # A lane runs all of its jobs whatever becomes of each (set +e): the jobs of other lanes may
 # wait for them.

@@ -56,7 +56,7 @@ remove_containers() {
         [ -z "$ids" ] || "$DOCKER" rm -f -v $ids >/dev/null
 }
 cleanup remove_containers
-cleanup 'for p in $attach_pid $relay_pid $service_pid $mac_relay $agent_pid; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done'
+cleanup 'for p in $attach_pid $relay_pid $service_pid $mac_relay $agent_pid; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null || true; done'
 versions="dockerd $("$DOCKER" version -f '{{.Server.Version}}'), CLI $("$DOCKER" version -f '{{.Client.Version}}'), $(docker-compose version --short | sed 's/^/docker-compose /'), containerd $("$DOCKER" version -f '{{range .Server.Components}}{{if eq .Name "containerd"}}{{.Version}}{{end}}{{end}}')"
 say "engine: $versions"
 
@@ -69,20 +69,9 @@ if [ -z "$base" ] || [ ! -s "$base" ]; then
         "$src/tests/ci/base-image.sh" "$base" >"$W/base-image.log" 2>&1 ||
                 { cat "$W/base-image.log" >&2; fail "tests/ci/base-image.sh failed"; }
 fi
-"$DOCKER" import "$base" debian:bookworm-slim >/dev/null
+# The images, in this engine (cache hits when tests/ci.sh built them ahead in its data root).
+SF_CI_DOCKER_HOST=$DOCKER_HOST "$src/tests/ci/images.sh" "$base" || fail "tests/ci/images.sh (above)"
 rm -f "$W/base.tar"
-"$DOCKER" tag debian:bookworm-slim debian:bookworm
-say "base image debian:bookworm(-slim) from mmdebstrap minbase, $base ($(stage_seconds) s)"
-
-# ---- the project's images ----
-build() {
-        DOCKER_BUILDKIT=1 "$DOCKER" build --network host --progress plain "$@" >"$W/build.log" 2>&1 ||
-                { tail -40 "$W/build.log" >&2; fail "docker build $* failed"; }
-}
-build -f "$src/packaging/docker/Dockerfile" -t sockferry "$src"
-build -f "$src/packaging/docker/Dockerfile" --target static -t sockferry:static "$src"
-# The client: an application image that takes sockferry with COPY --from (packaging/README.md).
-build -t sockferry-ci-client - <"$src/tests/containers/app.Dockerfile"
 size_final=$("$DOCKER" image inspect -f '{{.Size}}' sockferry)
 size_static=$("$DOCKER" image inspect -f '{{.Size}}' sockferry:static)
 say "images: sockferry $((size_final / 1024 / 1024)) MiB, sockferry:static $size_static bytes ($(stage_seconds) s)"

@@ -20,6 +20,10 @@
 #
 # One engine serves every container stage of a run: tests/ci/containers.sh starts it and runs
 # its parts with SF_CI_DOCKER_HOST set; a part run alone starts its own.
+#
+# SF_CI_DOCKER_ROOT=DIR: dockerd's data root is DIR (its images and build cache), removed with
+# the engine unless SF_CI_DOCKER_ROOT_KEEP=1: tests/ci.sh builds the images ahead in one engine
+# (tests/ci/images.sh) and starts the containers job's on what it left.
 
 engine_install() {
         local need=() p made_policy="" rc=0 log
@@ -68,7 +72,7 @@ engine_start() {
         chmod 0755 "$engine_dir"
         export DOCKER_HOST="unix://$engine_dir/docker.sock"
         local id=${engine_dir##*.} d
-        engine_droot=/var/lib/sockferry-ci-docker.$id
+        engine_droot=${SF_CI_DOCKER_ROOT:-/var/lib/sockferry-ci-docker.$id}
         engine_xroot=/run/sockferry-ci-docker.$id
         engine_pid=""
         engine_made_key=""
@@ -168,7 +172,8 @@ engine_stop() {
         for ((i = ${#engine_made_dirs[@]} - 1; i >= 0; i--)); do
                 [ ! -d "${engine_made_dirs[i]}" ] || rmdir "${engine_made_dirs[i]}"
         done
-        rm -rf "$engine_droot" "$engine_xroot" "$engine_dir"
+        [ "${SF_CI_DOCKER_ROOT_KEEP:-}" = 1 ] || rm -rf "$engine_droot"
+        rm -rf "$engine_xroot" "$engine_dir"
         return 0
 }
 
