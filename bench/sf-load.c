@@ -66,6 +66,7 @@ struct opts {
         double gap_ms;
         const char *wrong; /* mixed: a listener that must never answer (a relay with another token) */
         const char *junk;  /* mixed: a host relay's own port, fed bytes that are no handshake */
+        bool close;        /* floor: each end's close carried across the link */
 };
 
 /* Source of every byte the server and the upload client send. */
@@ -989,11 +990,29 @@ static int cmd_hold(const struct opts *o, bool stalled) {
  * calls on a link opened once. The container half accepts a client, reads its byte, writes it
  * to the link, reads the answer from the link and writes it back; the host half reads the link,
  * connects to the server, writes the byte, reads the answer and writes it to the link. Good for
- * `conns --concurrency 1` and `first` only: it carries one byte of one connection at a time. */
+ * `conns --concurrency 1` and `first` only: it carries one byte of one connection at a time.
+ *
+ * It closes each connection as soon as the answer is through, which a relay may not do: the
+ * client may have half-closed and still wait, the server's close is what the client must see.
+ * With --close it is the floor of a transparent pair: the server's end (the host half reads it
+ * after the answer) crosses the link behind the answer, one write, and reaches the client as a
+ * shutdown; the client's end crosses back, and only then does the host half close the server's
+ * connection. One byte, CLOSED, marks an end on the link. */
+#define CLOSED 'E'
+
+/* Reads fd to its end: 0, or -1 (an error, or bytes where none may be). */
+static int read_end(int fd) {
+        char b;
+        ssize_t r;
+        while ((r = read(fd, &b, 1)) < 0 && errno == EINTR)
+                ;
+        return r == 0 ? 0 : -1;
+}
+
 static int cmd_floor(const struct opts *o, bool container) {
         struct endpoint lep = endpoint_or_exit(o->listen), cep = endpoint_or_exit(o->connect);
         int lfd = endpoint_listen(&lep, 0), link;
-        char c;
+        char c, a[2];
 
         if (container) {
                 if ((link = endpoint_connect(&cep)) < 0)
@@ -1011,14 +1030,21 @@ static int cmd_floor(const struct opts *o, bool container) {
                 if (container) {
                         if ((fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) < 0)
                                 die("accept");
-                        if (read_all(fd, &c, 1) < 0 || write_all(link, &c, 1) < 0 || read_all(link, &c, 1) < 0)
+                        if (read_all(fd, &c, 1) < 0 || write_all(link, &c, 1) < 0 || read_all(link, a, o->close ? 2 : 1) < 0)
                                 die("floor (container half)");
-                        (void)write_all(fd, &c, 1);
+                        /* A client that went away early costs it its answer, not the floor its link. */
+                        if (write_all(fd, a, 1) == 0 && o->close && shutdown(fd, SHUT_WR) == 0)
+                                (void)read_end(fd);
+                        if (o->close && write_all(link, (char[]) { CLOSED }, 1) < 0)
+                                die("floor (container half)");
                 } else {
                         if (read_all(link, &c, 1) < 0)
                                 return 0; /* the container half went away */
-                        if ((fd = endpoint_connect(&cep)) < 0 || write_all(fd, &c, 1) < 0 || read_all(fd, &c, 1) < 0 ||
-                            write_all(link, &c, 1) < 0)
+                        if ((fd = endpoint_connect(&cep)) < 0 || write_all(fd, &c, 1) < 0 || read_all(fd, a, 1) < 0 ||
+                            (o->close && read_end(fd) < 0))
+                                die("floor (host half)");
+                        a[1] = CLOSED;
+                        if (write_all(link, a, o->close ? 2 : 1) < 0 || (o->close && (read_all(link, &c, 1) < 0 || c != CLOSED)))
                                 die("floor (host half)");
                 }
                 close(fd);
@@ -1036,8 +1062,9 @@ static int usage(FILE *f, int status) {
               "       sf-load idle       --connect EP --count N   (holds them until stdin closes)\n"
               "       sf-load stalled    --connect EP --count N   (downloads nobody reads, held so)\n"
               "       sf-load mixed      --connect EP [--seconds S] [--concurrency C] [--wrong EP] [--junk EP]\n"
-              "       sf-load floor-ctr  --listen unix:P --connect tcp:H:PORT   (the floor of a relay pair:\n"
-              "       sf-load floor-host --listen tcp:H:PORT --connect EP        one 'c' request at a time)\n"
+              "       sf-load floor-ctr  --listen unix:P --connect tcp:H:PORT [--close]  (the floor of a relay\n"
+              "       sf-load floor-host --listen tcp:H:PORT --connect EP [--close]     pair: one 'c' request\n"
+              "                          at a time; --close carries each end's close across, as a relay must)\n"
               "EP is unix:/path or tcp:HOST:PORT. Results are one line of key=value pairs.\n",
               f);
         return status;
@@ -1068,6 +1095,7 @@ int main(int argc, char **argv) {
                 { "gap-ms", required_argument, NULL, 'g' },
                 { "wrong", required_argument, NULL, 'w' },
                 { "junk", required_argument, NULL, 'j' },
+                { "close", no_argument, NULL, 'E' },
                 { "help", no_argument, NULL, 'h' },
                 { NULL, 0, NULL, 0 },
         };
@@ -1128,6 +1156,9 @@ int main(int argc, char **argv) {
                         break;
                 case 'j':
                         o.junk = optarg;
+                        break;
+                case 'E':
+                        o.close = true;
                         break;
                 case 'h':
                         return usage(stdout, 0);

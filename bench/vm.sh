@@ -28,6 +28,10 @@
 #         calls, no framing, no event loop, no authentication), so the floor under the link
 #         pair's connections/s and first answer; it carries one connection at a time, so only
 #         those two tests, at concurrency 1, are run on it
+#   floorc the same with --close: each end's close crosses the link as a transparent relay
+#         must carry it (the server's end reaches the client as a shutdown, the client's end the
+#         host half before it closes the server's connection); floor closes both as soon as the
+#         answer is through
 #   linkb the shared link pair of another build, B_BUILD's sockferry: an A/B of a change in one
 #         run (the link row is this build's)
 #
@@ -165,6 +169,7 @@ report() {
                         label["tcp"] = "direct TCP"; label["sf1"] = "sockferry/1 pair"
                         label["link"] = "shared link (sockferry/2)"; label["ssh"] = "ssh -L stream-local"
                         label["floor"] = "floor of a relay pair"; label["linkb"] = "shared link, build B"
+                        label["floorc"] = "floor of a transparent pair (closes carried)"
                 }
                 {
                         k = $1 SUBSEP $3 SUBSEP $4; seen[k] = 1; used[$1, $4] = 1
@@ -242,6 +247,9 @@ targets() {
                         row("throughput ≥ 0.9× the sockferry/1 pair (33)", "downN_mib_s", "sf1", 0.9, "ge", "")
                         if (floor)
                                 row("connections/s, 1 at once, ≥ 0.9× the floor of a relay pair (33)", "conns_s_c1", "floor", 0.9, "ge", "")
+                        for (n = 1; n <= nn; n++) if (cnt[netl[n] SUBSEP "floorc" SUBSEP "conns_s_c1"]) floorc = 1
+                        if (floorc)
+                                row("*the same against the floor of a transparent pair (closes carried)*", "conns_s_c1", "floorc", 0.9, "ge", "")
                         self_row("a bulk stream raises its neighbour'"'"'s round-trip p99 at most 2× (24, 33)", "bulk_rtt_p99_us", "rtt_p99_us", 2)
                         self_row("stalled readers raise the neighbour'"'"'s round-trip p99 at most 2× (33 asks for the column; the bound is the bulk one)", "stalled_rtt_p99_us", "rtt_p99_us", 2)
                         out = "| idle streams under 64 MiB per relay"
@@ -258,7 +266,7 @@ if [[ -n ${REPORT_ONLY:-} ]]; then
         [[ -s $OUT/results.tsv ]] || die "REPORT_ONLY: no $OUT/results.tsv"
         NETS=$(awk -F'\t' '!seen[$1]++ { printf "%s ", $1 }' "$OUT/results.tsv")
         CONTENDERS=()
-        for c in tcp sf1 link linkb ssh floor; do
+        for c in tcp sf1 link linkb ssh floor floorc; do
                 awk -F'\t' -v c="$c" '$3 == c { f = 1 } END { exit !f }' "$OUT/results.tsv" && CONTENDERS+=("$c")
         done
         LINK_ROW=
@@ -287,6 +295,7 @@ for n in $NETS; do
 done
 command -v ss >/dev/null || skip "ss (iproute2) is not installed"
 
+# shellcheck disable=SC2034 # bench/lib.sh uses it
 PROG=vm.sh
 IN=() # set by net_up: the prefix that runs a command on the container side
 # shellcheck source=bench/lib.sh
@@ -346,7 +355,7 @@ if command -v perf >/dev/null; then
 fi
 [[ -n $PERF_EVENTS ]] || NOTES+="; perf: not installed or no syscall tracepoints (wake-ups counted, epoll waits and system calls not)"
 
-AVAILABLE=(tcp sf1 floor)
+AVAILABLE=(tcp sf1 floor floorc)
 [[ -n $LINK_KEY ]] && AVAILABLE+=(link)
 SOCKFERRY_B=
 if [[ -n ${B_BUILD:-} ]]; then
@@ -358,7 +367,7 @@ fi
 [[ -z $SSH_WHY ]] && AVAILABLE+=(ssh)
 CONTENDERS=()
 LINK_ROW= # the shared link was asked for and this build has none: its row says so
-for c in tcp sf1 link linkb ssh floor; do
+for c in tcp sf1 link linkb ssh floor floorc; do
         [[ -z ${ONLY:-} || " $ONLY " == *" $c "* ]] || continue
         if [[ " ${AVAILABLE[*]} " == *" $c "* ]]; then
                 CONTENDERS+=("$c")
@@ -368,7 +377,7 @@ for c in tcp sf1 link linkb ssh floor; do
                 LINK_ROW=1
         fi
 done
-((${#CONTENDERS[@]})) || die "ONLY=\"$ONLY\" names no contender this build has (tcp sf1 link linkb ssh floor)"
+((${#CONTENDERS[@]})) || die "ONLY=\"$ONLY\" names no contender this build has (tcp sf1 link linkb ssh floor floorc)"
 
 # ---- the host side: servers, and a throwaway sshd's keys ----
 
@@ -422,13 +431,16 @@ start_contender() {
                         2>>"$T/$NAME.log" &
                 CTR=($!)
                 ;;
-        floor)
-                EP=unix:$T/floor.sock
+        floor | floorc)
+                local close=()
+                [[ $NAME == floorc ]] && close=(--close)
+                EP=unix:$T/$NAME.sock
                 LISTEN_PORT=$LINK_PORT
-                "$SF_LOAD" floor-host --listen "tcp:127.0.0.1:$LINK_PORT" --connect "unix:$T/srv.sock" 2>>"$T/floor.log" &
+                "$SF_LOAD" floor-host --listen "tcp:127.0.0.1:$LINK_PORT" --connect "unix:$T/srv.sock" "${close[@]}" \
+                        2>>"$T/$NAME.log" &
                 HOSTSIDE=($!)
                 wait_listening "$LINK_PORT"
-                "${IN[@]}" "$SF_LOAD" floor-ctr --listen "$EP" --connect "tcp:$HOST:$LINK_PORT" 2>>"$T/floor.log" &
+                "${IN[@]}" "$SF_LOAD" floor-ctr --listen "$EP" --connect "tcp:$HOST:$LINK_PORT" "${close[@]}" 2>>"$T/$NAME.log" &
                 CTR=($!)
                 ;;
         ssh)
@@ -444,7 +456,7 @@ start_contender() {
         esac
         ROOTS=("${CTR[@]}" "${HOSTSIDE[@]}")
         STARTED+=("${ROOTS[@]}")
-        if [[ $NAME == floor ]]; then wait_ready first --count 1; else wait_ready; fi
+        if [[ $NAME == floor* ]]; then wait_ready first --count 1; else wait_ready; fi
 }
 
 stop_contender() {
@@ -470,14 +482,14 @@ one() {
         rec "$run" first_p50_us "$(kv "$line" p50_us)"
         rec "$run" first_p99_us "$(kv "$line" p99_us)"
         for k in $CONCS; do
-                [[ $NAME == floor && $k != 1 ]] && continue
+                [[ $NAME == floor* && $k != 1 ]] && continue
                 line=$(measure conns --concurrency "$k" --seconds "$SECONDS_PER")
                 rec "$run" "conns_s_c$k" "$(kv "$line" conns_s)"
                 rec "$run" "conn_errors_c$k" "$(kv "$line" errors)"
         done
         if ((${#ROOTS[@]})); then wake_tests "$run"; fi
         # an if, not ||: a function on the left of || would run with set -e off
-        if [[ $NAME != floor ]]; then streams_tests "$run"; fi
+        if [[ $NAME != floor* ]]; then streams_tests "$run"; fi
         rec "$run" steal_pct "$(steal_pct "$st0" "$(cpu_stat)")"
         stop_contender
 }
