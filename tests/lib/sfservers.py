@@ -142,16 +142,22 @@ def sink_source(c):
     c.shutdown(socket.SHUT_WR)
 
 
+def pump(src, dst):
+    """Copies what src sends to dst until src's end, then ends dst's sending side: an echo is
+    pump(c, c), a proxy one pump each way."""
+    while True:
+        b = src.recv(1 << 20)
+        if not b:
+            break
+        dst.sendall(b)
+    dst.shutdown(socket.SHUT_WR)
+
+
 def serve(c, mode, tag):
     """One connection in mode; tag is the TAG (tagged), or the HttpServer (http)."""
     try:
         if mode == "echo":
-            while True:
-                b = c.recv(1 << 20)
-                if not b:
-                    break
-                c.sendall(b)
-            c.shutdown(socket.SHUT_WR)
+            pump(c, c)
         elif mode == "tagged":
             answer_pieces(c, tag)
         elif mode == "http":
