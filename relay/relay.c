@@ -267,7 +267,7 @@ int sf_relay_new(uv_loop_t *loop, const struct sf_conf *conf, struct sf_relay **
         r->loop = loop;
         r->conf = conf;
         r->fwds = calloc(conf->n_forwards ? conf->n_forwards : 1, sizeof *r->fwds);
-        r->pool = sf_bufpool_new(BUFPOOL_RESERVE);
+        r->pool = sf_bufpool_new(BUFPOOL_RESERVE, sf_memory_trim);
         if (!r->fwds || !r->pool) {
                 sf_bufpool_free(r->pool);
                 free(r->fwds);

@@ -208,7 +208,7 @@ static enum sf_link_err probe_stream(int fd, struct probe *p) {
         struct sf_mux_config cfg;
         sf_mux_config_init(&cfg, SF_MUX_CLIENT_END_STREAMS);
         struct link_probe lp = { 0 };
-        struct sf_bufpool *pool = sf_bufpool_new(1);
+        struct sf_bufpool *pool = sf_bufpool_new(1, NULL);
         struct sf_mux *m = NULL;
         if (!pool || sf_mux_new(SF_MUX_CLIENT, &cfg, &lp_ops, &lp, pool, &m) < 0) {
                 sf_bufpool_free(pool);

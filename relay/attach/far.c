@@ -14,6 +14,7 @@
 #include "relay/link/table.h"
 #include "relay/listen/listener.h"
 #include "relay/relay.h"
+#include "relay/sys/platform.h"
 
 /* The sections of a configuration file at most (conf/load.c reads no more either). */
 #define CONF_TEXT_MAX (1024 * 1024)
@@ -220,7 +221,7 @@ int sf_link_stdio_run(int in_fd, int out_fd, const struct sf_link_stdio_params *
         uv_timer_init(&f.loop, &f.end_timer);
         f.end_timer.data = &f;
         sf_conf_init(&f.conf);
-        f.pool = sf_bufpool_new(8);
+        f.pool = sf_bufpool_new(8, sf_memory_trim);
         f.lp = (struct sf_link_params){
                 .name = "attach (stdin/stdout)",
                 .keepalive_ms = KEEPALIVE_MS,

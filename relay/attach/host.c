@@ -512,7 +512,7 @@ int sf_attach_new(uv_loop_t *loop, const struct sf_conf *conf, struct sf_relay *
         a->conf = conf;
         a->relay = relay;
         a->p = p;
-        a->pool = sf_bufpool_new(8);
+        a->pool = sf_bufpool_new(8, sf_memory_trim);
         if (!a->pool || sf_attach_wire_text(conf, &a->wire, &a->wire_len) < 0) {
                 sf_bufpool_free(a->pool);
                 free(a);

@@ -137,8 +137,8 @@ static void set_state(struct sf_link *l, enum sf_link_state st, const char *caus
  * still calls on_resolved: the link stays until it has. */
 static void maybe_free(struct sf_link *l) {
         if (l->closing && l->handles == 0 && !l->gai_pending) {
-                sf_bufpool_put(l->pool, l->out);
-                sf_bufpool_put(l->pool, l->in);
+                free(l->out);
+                free(l->in);
                 free(l);
         }
 }
@@ -237,11 +237,13 @@ static struct sf_link *link_alloc(uv_loop_t *loop, struct sf_bufpool *pool, cons
         if (!l)
                 return NULL;
         l->vsock_fd = -1;
-        l->in = sf_bufpool_get(pool);
-        l->out = sf_bufpool_get(pool);
+        /* Its own buffers for as long as it lives, not the pool's: the pool's count of buffers
+         * out is the connections' and the streams', and it trims once that is zero. */
+        l->in = malloc(READ_BUF);
+        l->out = malloc(WRITE_BUF);
         if (!l->in || !l->out) {
-                sf_bufpool_put(pool, l->in);
-                sf_bufpool_put(pool, l->out);
+                free(l->in);
+                free(l->out);
                 free(l);
                 return NULL;
         }

@@ -56,6 +56,12 @@ int sf_peer_cred(int fd, uid_t *uid, gid_t *gid, pid_t *pid);
 #define SF_O_DIRPATH O_RDONLY
 #endif
 
+/* Hands the pages the allocator holds free back to the system (relay/engine/bufpool.h says
+ * when). glibc keeps them: a relay stayed at 95 MiB after 200 stalled downloads had ended
+ * (bench/RESULTS.md). A no-op where the allocator unmaps blocks of a buffer's size itself
+ * (musl, macOS, Windows). */
+void sf_memory_trim(void);
+
 /* A vsock address. 0, or -EAFNOSUPPORT where there is no vsock. */
 int sf_vsock_sockaddr(unsigned cid, unsigned port, struct sockaddr_storage *ss, socklen_t *len);
 /* The CID and port of a vsock address; false for any other family. */

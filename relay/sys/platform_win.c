@@ -117,3 +117,7 @@ bool sf_peer_trusted(uv_stream_t *s, char *who, size_t who_cap, char *allowed, s
         snprintf(who, who_cap, "pid %lu of %s", pid, name);
         return false;
 }
+
+/* The process heap gives blocks of a buffer's size back as they are freed. */
+void sf_memory_trim(void) {
+}

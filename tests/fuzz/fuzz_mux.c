@@ -54,7 +54,7 @@ static struct sf_bufpool *pool;
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
         (void)argc;
         (void)argv;
-        if (sf_hs_init() < 0 || !(pool = sf_bufpool_new(4)))
+        if (sf_hs_init() < 0 || !(pool = sf_bufpool_new(4, NULL)))
                 abort();
         return 0;
 }

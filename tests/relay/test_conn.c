@@ -106,7 +106,7 @@ static void setup(void) {
         memset(key.bytes, 0x42, key.len);
         cr_assert_eq(sf_hs_init(), 0);
         uv_loop_init(&loop);
-        pool = sf_bufpool_new(0);
+        pool = sf_bufpool_new(0, NULL);
         cr_assert(pool);
         cr_assert_eq(sf_engine_init(&eng, &loop, pool), 0);
 #ifdef SF_PORTABLE

@@ -173,7 +173,7 @@ static void on_stop(uv_timer_t *t) {
 
 static void setup(enum peer_kind kind, uint64_t keepalive_ms) {
         loop = uv_default_loop();
-        pool = sf_bufpool_new(4);
+        pool = sf_bufpool_new(4, NULL);
         memset(&peer, 0, sizeof peer);
         peer.kind = kind;
         cr_assert_eq(sf_hs_init(), 0);

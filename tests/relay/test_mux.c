@@ -54,7 +54,7 @@ static void on_ev(void *ev, uint32_t events) {
 static void setup_with(uint32_t max_streams, uint32_t stream_window) {
         memset(&cli, 0, sizeof cli);
         memset(&srv, 0, sizeof srv);
-        pool = sf_bufpool_new(4);
+        pool = sf_bufpool_new(4, NULL);
         cr_assert_not_null(pool);
         struct sf_mux_config cfg = { .max_streams = max_streams, .stream_window = stream_window,
                                      .link_window = 4 * stream_window, .resets_burst = 1000, .resets_per_s = 1000 };
