@@ -205,7 +205,10 @@ def test_a_host_relay_back_after_a_long_outage_is_found_by_the_first_client(sc):
         got = echo_once(p.sock, b"first")
         served = time.monotonic()
         for s in passed:
-            s.shutdown(socket.SHUT_RDWR)
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # its peer closed it first
     assert got == b"first", "the first client after the outage failed:\n" + p.cont.text()[-2000:]
     print("# the first client came %.2f s after the last failed dial and was served in %.2f s"
           % (start - dials[-1], served - start))

@@ -40,31 +40,32 @@ def config(client_side):
 
 
 def exchange(proc, conn, on_event, rounds=200):
-    """Feeds the peer's bytes to conn and conn's to the peer until on_event says done."""
-    out = conn.data_to_send()
-    if out:
-        proc.stdin.write(out)
-        proc.stdin.flush()
+    """Feeds the peer's bytes to conn and conn's to the peer until on_event says done. The peer
+    may have finished and exited once it sent its end, before it read what h2 still has to say
+    (a SETTINGS acknowledgement, window updates): that finds a closed pipe, and what the peer
+    wrote is still there to read. A peer that ended before its end shows as EOF (False)."""
+    peer_open = True
+
+    def send():
+        nonlocal peer_open
+        out = conn.data_to_send()
+        if out and peer_open:
+            try:
+                proc.stdin.write(out)
+                proc.stdin.flush()
+            except BrokenPipeError:
+                peer_open = False
+
+    send()
     for _ in range(rounds):
         data = os.read(proc.stdout.fileno(), 65536)
         if not data:
             return False
         for ev in conn.receive_data(data):
             if on_event(ev):
-                # The peer may have finished and exited once it sent its end: what h2 still
-                # has to say (window updates for the last DATA) then finds a closed pipe.
-                out = conn.data_to_send()
-                if out:
-                    try:
-                        proc.stdin.write(out)
-                        proc.stdin.flush()
-                    except BrokenPipeError:
-                        pass
+                send()
                 return True
-        out = conn.data_to_send()
-        if out:
-            proc.stdin.write(out)
-            proc.stdin.flush()
+        send()
     return False
 
 
