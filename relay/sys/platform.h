@@ -58,8 +58,9 @@ int sf_peer_cred(int fd, uid_t *uid, gid_t *gid, pid_t *pid);
 
 /* Hands the pages the allocator holds free back to the system (relay/engine/bufpool.h says
  * when). glibc keeps them: a relay stayed at 95 MiB after 200 stalled downloads had ended
- * (bench/RESULTS.md). A no-op where the allocator unmaps blocks of a buffer's size itself
- * (musl, macOS, Windows). */
+ * (bench/RESULTS.md). A no-op elsewhere: musl unmaps blocks of a buffer's size as they are
+ * freed; macOS and Windows have no such call (their relays' memory after a burst is not
+ * measured). */
 void sf_memory_trim(void);
 
 /* A vsock address. 0, or -EAFNOSUPPORT where there is no vsock. */

@@ -118,6 +118,6 @@ bool sf_peer_trusted(uv_stream_t *s, char *who, size_t who_cap, char *allowed, s
         return false;
 }
 
-/* The process heap gives blocks of a buffer's size back as they are freed. */
+/* Windows has no such call: its heap decommits free blocks by its own rules (not measured). */
 void sf_memory_trim(void) {
 }
