@@ -37,13 +37,14 @@ static struct peer peer;
 static struct sf_link_params cparams, sparams;
 static struct sf_endpoint ep;
 static int changes;
+static bool went_down; /* the client link was down at some point */
 static struct sf_link *client;
 static uv_timer_t stop_timer;
 
 static void on_client_state(void *owner, struct sf_link *l) {
         (void)owner;
-        (void)l;
         changes++;
+        went_down |= sf_link_state(l) == SF_LINK_DOWN;
 }
 
 static const struct sf_link_ops client_ops = { .state_changed = on_client_state };
@@ -198,6 +199,7 @@ static void setup(enum peer_kind kind, uint64_t keepalive_ms) {
                                            .keepalive_ms = keepalive_ms, .mux = mux };
         sparams = (struct sf_link_params){ .name = "the test's client", .keepalive_ms = 0, .mux = mux };
         changes = 0;
+        went_down = false;
         client = NULL;
         uv_timer_init(loop, &stop_timer);
         uv_timer_start(&stop_timer, on_stop, 10, 10);
@@ -316,4 +318,43 @@ Test(link, a_peer_that_stops_answering_pings_ends_the_link) {
         cr_assert_eq(sf_link_state(client), SF_LINK_DOWN);
         cr_assert(strstr(sf_link_cause(client), "no answer to 2 pings"), "cause: %s", sf_link_cause(client));
         teardown();
+}
+
+/* A relay's first dial comes after loading its configuration, which can take longer than
+ * connect-timeout (valgrind on a loaded machine), with the loop's clock still from before:
+ * the deadline is counted from the dial, and the connect that succeeded is not called late. */
+Test(link, connect_timeout_counts_from_the_dial_not_from_the_loops_last_turn) {
+        setup(PEER_RELAY, 1000);
+        cparams.connect_timeout_ms = 1000;
+        uv_sleep(1200);
+        cr_assert_eq(sf_link_client_new(loop, pool, &cparams, &client_ops, NULL, &client), 0);
+        run_until(client_up, 3000);
+        cr_assert_eq(sf_link_state(client), SF_LINK_UP, "cause: %s", sf_link_cause(client));
+        cr_assert_not(went_down, "the first dial came up: it was not timed out on the way");
+        teardown();
+}
+
+static uv_sem_t pool_held;
+
+static void hold_the_pool(uv_work_t *w) {
+        (void)w;
+        uv_sem_wait(&pool_held);
+}
+
+/* A numeric address is not looked up on the thread pool, which every other lookup and file
+ * operation of the relay shares: with the pool's one thread held, the link still comes up. */
+Test(link, a_numeric_address_is_dialed_with_the_thread_pool_busy) {
+        setenv("UV_THREADPOOL_SIZE", "1", 1);
+        setup(PEER_RELAY, 1000);
+        uv_sem_init(&pool_held, 0);
+        uv_work_t hold;
+        cr_assert_eq(uv_queue_work(loop, &hold, hold_the_pool, NULL), 0);
+        cr_assert_eq(sf_link_client_new(loop, pool, &cparams, &client_ops, NULL, &client), 0);
+        run_until(client_up, 3000);
+        enum sf_link_state state = sf_link_state(client);
+        uv_sem_post(&pool_held);
+        cr_assert_eq(state, SF_LINK_UP, "cause: %s", sf_link_cause(client));
+        cr_assert_not(went_down);
+        teardown();
+        uv_sem_destroy(&pool_held);
 }
