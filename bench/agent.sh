@@ -255,8 +255,7 @@ cleanup() {
         kill_trees "${STARTED[@]}"
         [[ -z $BOX_PID ]] || kill_trees "$BOX_PID"
         dockerd_down
-        [[ -z $SLIRP_PID ]] || kill_trees "$SLIRP_PID"
-        [[ -z $NS ]] || ip netns del "$NS" 2>/dev/null
+        net_cleanup
         if [[ -n ${KEEP:-} ]]; then echo "agent.sh: logs kept in $T" >&2; else rm -rf "$T"; fi
 }
 trap cleanup EXIT
@@ -349,16 +348,20 @@ relay_pair() {
 }
 
 net_up "$NET"
-[[ $NET == loopback ]] || for p in nsenter docker; do
-        want "$p" && note "$p" "its link is an exec's pipes, which cross no network: measured with NET=loopback"
-done
+# Attach path $1 is measured: wanted, and on loopback (a slirp run leaves it out and says why).
+attach_wanted() {
+        want "$1" || return 1
+        [[ $NET == loopback ]] && return 0
+        note "$1" "its link is an exec's pipes, which cross no network: measured with NET=loopback"
+        return 1
+}
 "$SOCKFERRY" keygen -o "$T/token" >/dev/null 2>"$T/keygen.log" || die "sockferry keygen: $(cat "$T/keygen.log")"
 want sf1 && relay_pair sf1 "$(free_port)"
 want link && relay_pair link "$(free_port)"
 
 # attach over nsenter: mount and network namespaces held by a sleeping process; inside, $T/box/run
 # is a bind mount of the empty $T/box/empty, where the far end makes the sockets.
-if want nsenter && [[ $NET == loopback ]]; then
+if attach_wanted nsenter; then
         if command -v unshare >/dev/null && command -v nsenter >/dev/null; then
                 mkdir -p "$T/box/run" "$T/box/empty"
                 mkfifo "$T/box/ready"
@@ -386,7 +389,7 @@ fi
 
 # attach over docker exec: an image of this machine's sleep and the build's sockferry with their
 # libraries (as tests/containers/attach-stage.sh makes), a container with no network.
-if want docker && [[ $NET == loopback ]]; then
+if attach_wanted docker; then
         if [[ -n $DOCKER_WHY ]]; then
                 note docker "$DOCKER_WHY"
         else

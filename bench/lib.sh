@@ -225,3 +225,9 @@ net_down() {
         ip netns del "$NS"
         NS=
 }
+
+# What net_up left, whatever became of the run: for the caller's EXIT trap.
+net_cleanup() {
+        [[ -z $SLIRP_PID ]] || kill_trees "$SLIRP_PID"
+        [[ -z $NS ]] || ip netns del "$NS" 2>/dev/null
+}

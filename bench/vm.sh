@@ -314,8 +314,8 @@ SLIRP_PID=
 
 cleanup() {
         [[ -n $HOLD_FD ]] && exec {HOLD_FD}>&-
-        kill_trees "${STARTED[@]}" "$SLIRP_PID"
-        [[ -n $NS ]] && ip netns del "$NS" 2>/dev/null
+        kill_trees "${STARTED[@]}"
+        net_cleanup
         if [[ -n ${KEEP:-} ]]; then echo "vm.sh: logs kept in $T" >&2; else rm -rf "$T"; fi
 }
 trap cleanup EXIT
