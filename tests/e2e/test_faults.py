@@ -104,8 +104,8 @@ def closed_within(s, seconds):
 
 def writes_until_closed(s, byte):
     """Writes 64 KiB runs of byte to s until the peer's reset or close shows (at most 10 s of
-    writing, then 5 s of reading); True when it did."""
-    deadline = time.monotonic() + 10
+    writing, then 5 s of reading, SLOW times that under valgrind); True when it did."""
+    deadline = time.monotonic() + 10 * SLOW
     while time.monotonic() < deadline:
         try:
             s.sendall(byte * 65536)
@@ -113,7 +113,7 @@ def writes_until_closed(s, byte):
             return True
         except socket.timeout:
             break
-    return closed_within(s, 5)
+    return closed_within(s, 5 * SLOW)
 
 
 def refused_promptly(path, seconds=5 * SLOW):
@@ -327,7 +327,7 @@ def test_tcp_server_resets_mid_stream_reach_the_client_and_leave_no_fd_behind(sc
     before = r.fds()
     for i in range(10):
         s = connect(d + "/r.sock")
-        s.settimeout(5)
+        s.settimeout(5 * SLOW)
         assert writes_until_closed(s, b"r"), "client %d still open 10s after the server reset" % i
         s.close()
     fds_back(r, before, "relay", timeout=10 * SLOW)
@@ -343,7 +343,7 @@ def test_upstream_resets_through_the_authenticated_pair(sc):
     cont_fds, host_fds = p.cont.fds(), p.host.fds()
     for i in range(10):
         s = connect(p.sock)
-        s.settimeout(5)
+        s.settimeout(5 * SLOW)
         assert s.recv(5) == b"hello"
         assert writes_until_closed(s, b"u"), "client %d still open 10s after the service reset" % i
         s.close()
