@@ -328,7 +328,7 @@ def test_tcp_server_resets_mid_stream_reach_the_client_and_leave_no_fd_behind(sc
     for i in range(10):
         s = connect(d + "/r.sock")
         s.settimeout(5 * SLOW)
-        assert writes_until_closed(s, b"r"), "client %d still open 10s after the server reset" % i
+        assert writes_until_closed(s, b"r"), "client %d still open %d s after the server reset" % (i, 10 * SLOW)
         s.close()
     fds_back(r, before, "relay", timeout=10 * SLOW)
 
@@ -345,7 +345,7 @@ def test_upstream_resets_through_the_authenticated_pair(sc):
         s = connect(p.sock)
         s.settimeout(5 * SLOW)
         assert s.recv(5) == b"hello"
-        assert writes_until_closed(s, b"u"), "client %d still open 10s after the service reset" % i
+        assert writes_until_closed(s, b"u"), "client %d still open %d s after the service reset" % (i, 10 * SLOW)
         s.close()
     fds_back(p.cont, cont_fds, "container relay", timeout=10 * SLOW)
     fds_back(p.host, host_fds, "host relay", timeout=10 * SLOW)
