@@ -422,6 +422,16 @@ fi
 enter=
 [ -z "$FAKE_PID" ] || enter="nsenter -t $FAKE_PID -m"
 [ "$user" = 0 ] || enter="$enter setpriv --reuid=$user --regid=$user --clear-groups"
+if [ -f /dev/stdin ]; then
+        # A file on stdin (--inject's copy): what the exec printed is lost when it ended with
+        # some of its stdin unread, as podman 4.3.1 does at times (every time here).
+        out=$(mktemp) || exit 2
+        $enter "$@" >"$out" 2>&1
+        st=$?
+        [ "$(head -c 1 | wc -c)" -ne 0 ] || cat "$out"
+        rm -f "$out"
+        exit "$st"
+fi
 exec $enter "$@"
 """
 
