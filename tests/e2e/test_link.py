@@ -762,7 +762,7 @@ def test_slow_path_keeps_the_link(sc):
 
 
 def test_1000_link_drops_leave_descriptors_and_memory_flat(sc):
-    """20 links (20 forwards, each through its own proxy) cut again and again, 1 000 cuts
+    """20 links (20 forwards, each through its own proxy) cut again and again, 1 000 links cut
     (200 under valgrind) after 100 to warm up, while a client keeps connecting: afterwards the
     container relay has the descriptors it had after the warm-up, and about the same memory."""
     n_links = 20
@@ -793,12 +793,30 @@ def test_1000_link_drops_leave_descriptors_and_memory_flat(sc):
                 served = False
             tries[0 if served else 1] += 1
 
+    # The links that came up, from the container relay's log as it grows (read from where the
+    # last look ended: the log is thousands of lines by the end, and this is polled).
+    up_line = re.compile(rb"link to tcp:host\.docker\.internal:\d+ up( again after .*)?$")
+    log = {"pos": 0, "rest": b"", "ups": 0}
+
+    def ups():
+        with open(cont.log_path, "rb") as f:
+            f.seek(log["pos"])
+            new = f.read()
+        log["pos"] += len(new)
+        lines = (log["rest"] + new).split(b"\n")
+        log["rest"] = lines.pop()
+        log["ups"] += sum(1 for line in lines if up_line.search(line))
+        return log["ups"]
+
     def drops(total):
         for p in proxies:
             # long enough for most links to come up before their cut, however slow the build
             p.drop_after = 0.3 if VALGRIND else 0.15 if SANITIZED else 0.05
-        wait_for(lambda: sum(p.cuts for p in proxies) >= total, timeout=120,
-                 what="%d link drops" % total)
+        # Cut until total links that had come up were cut, not total cuts: on a loaded machine
+        # a handshake can outlast drop_after, and a cut that lands on it drops no link (989 links
+        # up for 1 102 cuts, once, beside the rest of CI).
+        wait_for(lambda: ups() >= n_links + total, timeout=120, what="%d link drops" % total,
+                 detail=lambda: "%d links up, %d cuts" % (ups(), sum(p.cuts for p in proxies)))
         for p in proxies:
             p.drop_after = None
         # every link up again, each carrying a client
@@ -827,15 +845,9 @@ def test_1000_link_drops_leave_descriptors_and_memory_flat(sc):
     fds1, host_fds1 = cont.fds(), host.fds()
     rss1 = cont.rss_kib()
     cuts = sum(p.cuts for p in proxies)
-    print("# %d cuts; container relay: %d -> %d descriptors, %d -> %d KiB RSS; host relay: %d -> %d "
-          "descriptors; clients served %d, failed %d" % (cuts, fds0, fds1, rss0, rss1, host_fds0, host_fds1,
+    print("# %d cuts, %d links up; container relay: %d -> %d descriptors, %d -> %d KiB RSS; host relay: %d -> %d "
+          "descriptors; clients served %d, failed %d" % (cuts, ups(), fds0, fds1, rss0, rss1, host_fds0, host_fds1,
                                                           tries[0], tries[1]), flush=True)
-    # the cuts were of links that were up (not of handshakes), each logged going and coming
-    ups = len(re.findall(r"link to tcp:host.docker.internal:\d+ up( again after .*)?$", cont.text(), re.M))
-    # Under a sanitizer or valgrind on a busy machine handshakes are slow, and more cuts land
-    # on them.
-    assert ups >= cuts * (0.8 if VALGRIND or SANITIZED else 0.9), \
-        "the container log has %d links up for %d cuts" % (ups, cuts)
     # (memcheck keeps freed blocks a while and checks for leaks itself at the end)
     if not VALGRIND and not SANITIZED:
         assert rss1 - rss0 < 4096, "the container relay's RSS grew from %d to %d KiB over %d link drops" % (rss0, rss1,
