@@ -17,10 +17,9 @@
 #             (tests/ci/install-dist.sh), the RPM spec, the .deb (tests/ci/deb-install.sh),
 #             the release (tests/ci/release.sh)
 #   cross     the CPU-bound side jobs: the static binaries and their chroots
-#             (tests/ci/static-chroot.sh)
+#             (tests/ci/static-chroot.sh), sockferry.exe and Wine (tests/ci/windows.sh), then
+#             attach's presets from that sockferry.exe (tests/ci/containers-presets.sh wine)
 #   cross2    the macOS cross-build (tests/ci/macos-cross.sh), fuzz (tests/fuzz/run.sh)
-#   cross3    sockferry.exe and Wine (tests/ci/windows.sh), then attach's presets from that
-#             sockferry.exe (tests/ci/containers-presets.sh wine)
 #   base      the containers job's Debian base image (tests/ci/base-image.sh), then its images
 #             (tests/ci/images.sh) in a dockerd whose data root that job's engine starts on
 # The previous release (tests/e2e/test_link.py's interop tests) is built once, beside the main
@@ -241,20 +240,14 @@ lane_cross() {
         # in an empty chroot.
         after packages-rest -- cross static packaging/linux/build-static.sh "$src/build-static"
         after static -- cross static-chroot $SUDO tests/ci/static-chroot.sh "$src/build-static"
-}
-# In a lane of its own, from the start: with no cache, its zig toolchain and the libraries it
-# cross-builds make it the longest of these jobs (822 CPU-s, 1 078 s, in a cold run here), and
-# behind the static binaries it was the run's last 1 100 s.
-lane_cross3() {
-        niced
         # Windows host side without Windows: sockferry.exe cross-built (it downloads: not in a
         # namespace of its own; its end-to-end test makes one with addresses no other test
         # uses), kept for the release, then under Wine.
-        after packages-rest -- cross3 windows env SF_WINDOWS_OUT="$src/build-windows" $SUDO ${SUDO:+-E} \
+        after packages-rest -- cross windows env SF_WINDOWS_OUT="$src/build-windows" $SUDO ${SUDO:+-E} \
                 tests/ci/windows.sh "$src/build-ci"
         # attach's presets from a Windows host: that sockferry.exe under Wine into a container of
         # a dockerd of its own (the containers job installed the engine).
-        after windows containers -- cross3 presets-windows env SF_WINDOWS_EXE="$src/build-windows/sockferry.exe" \
+        after windows containers -- cross presets-windows env SF_WINDOWS_EXE="$src/build-windows/sockferry.exe" \
                 $SUDO ${SUDO:+-E} tests/ci/containers-presets.sh "$src/build-ci" wine
 }
 lane_cross2() {
@@ -277,7 +270,7 @@ lane_base() {
 }
 # A lane runs all of its jobs whatever becomes of each (set +e): the jobs of other lanes may
 # wait for them.
-for lane in lane_e2e lane_valgrind lane_asan lane_builds lane_cross lane_cross2 lane_cross3 lane_base; do
+for lane in lane_e2e lane_valgrind lane_asan lane_builds lane_cross lane_cross2 lane_base; do
         (set +e; $lane) &
         lanes+=($!)
 done
