@@ -43,6 +43,9 @@ import time
 import sfservers
 from sftap import Skip  # noqa: F401  (tests take Skip from here with the rest)
 
+# Every test process imports this module before it prints or starts anything.
+sfservers.without_malloc_perturb()
+
 # The test servers' program.
 SERVERS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sfservers.py")
 SOCKFERRY = os.environ.get("SOCKFERRY", "sockferry")
@@ -845,8 +848,10 @@ class Server:
                 context = sfservers.HttpServer(tag or mode) if mode == "http" else tag or mode
                 st.enter_context(serving(ls, lambda c: sfservers.serve(c, mode, context)))
             else:
+                # (MALLOC_PERTURB_=0: see sfservers.without_malloc_perturb, without its new start)
                 self.proc = subprocess.Popen([sys.executable, SERVERS, mode, where] + ([tag] if tag else []),
-                                             stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, stderr=stderr)
+                                             stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, stderr=stderr,
+                                             env=dict(os.environ, MALLOC_PERTURB_="0"))
                 st.callback(reap, self.proc)
                 said, _, self.endpoint = self.proc.stdout.readline().decode(errors="replace").rstrip("\n").partition(" ")
                 if said != "listening" or not self.endpoint:

@@ -10,6 +10,8 @@ end-to-end test relies on when something goes wrong.
 * a network namespace that fails half way is removed again, and one that was made is removed
   at the end; a test program's network is a /24 of 198.18.0.0/15 no other program holds;
 * the test servers listen where they are told and answer as their modes say;
+* a test program and its servers run without meson test's MALLOC_PERTURB_, and what they
+  start (relays, clients) with it;
 * the runner: one failing test fails alone with its traceback, a skip says why, SF_ONLY
   filters, a fixture's teardown failure fails its test, a set-up's Skip skips the run, SIGTERM
   (meson's timeout) unwinds."""
@@ -252,6 +254,42 @@ def servers_answer(sc):
     s.close()
     banner.stop()
     assert not os.path.exists(d + "/b.sock"), "the server's socket is left"
+
+
+# A test program that reports the MALLOC_PERTURB_ that glibc saw at its start (its environment
+# as exec gave it), what it passes on, and what a relay and a server of its scene got.
+PERTURB = r'''
+import os, sys
+sys.path.insert(0, sys.argv[1])
+import sfharness
+
+def perturb_of(pid):
+    with open("/proc/%d/environ" % pid, "rb") as f:
+        seen = [e for e in f.read().split(b"\0") if e.startswith(b"MALLOC_PERTURB_=")]
+    return seen[0].decode().split("=", 1)[1] if seen else "-"
+
+print("self", perturb_of(os.getpid()), os.environ.get("MALLOC_PERTURB_"), "SF_MALLOC_PERTURB" in os.environ)
+with sfharness.Scene() as sc:
+    d = sc.tmpdir()
+    r = sc.relay(["relay", "-F", "p:unix:%s/p.sock=tcp:127.0.0.1:9" % d])
+    srv = sc.server("echo", d + "/e.sock")
+    print("relay", perturb_of(r.pid), "server", perturb_of(srv.proc.pid))
+'''
+
+
+def test_python_runs_without_malloc_perturb_and_what_it_starts_with_it():
+    # meson test's MALLOC_PERTURB_ fills what the C under test mallocs and frees; the test
+    # program and its Python servers run without it (sfservers.without_malloc_perturb).
+    env = dict(os.environ, MALLOC_PERTURB_="77")
+    env.pop("SF_MALLOC_PERTURB", None)
+    out = subprocess.run([sys.executable, "-c", PERTURB, HERE], env=env, capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["self 0 77 False", "relay 77 server 0"], out.stdout
+    env["MALLOC_PERTURB_"] = "0"
+    out = subprocess.run([sys.executable, "-c", PERTURB, HERE], env=env, capture_output=True, text=True,
+                         timeout=60)
+    assert out.stdout.splitlines() == ["self 0 0 False", "relay 0 server 0"], out.stdout + out.stderr
 
 
 # A test program for the runner: four tests and a fixture whose teardown fails for one of them.
