@@ -11,6 +11,8 @@
 #   cross_targets  zig's architecture names of the targets (x86_64, aarch64)
 #   cross_tools    the tools its own checks need
 #   cross_cc_case  case arms the compiler wrapper answers itself (meson's linker probes)
+#   cross_cc_flags (optional) flags the compiler wrapper adds after the caller's own
+#   cross_setup_opts (optional, an array) more options to meson setup of sockferry
 #   cross_triplet_vendor_os  the rest of autoconf's host triplet after the architecture
 #                  (-apple-darwin): also the name prefix of the tool wrappers in $cache/bin
 #   cross_zig_os   zig's -target after the architecture (macos.11.0)
@@ -93,7 +95,7 @@ cross_toolchain() {
 case "\$*" in
 $cross_cc_case
 esac
-exec "$zig" cc -target $t-$cross_zig_os "\$@"
+exec "$zig" cc -target $t-$cross_zig_os "\$@" ${cross_cc_flags:-}
 EOF
                 printf '#!/bin/sh\nexec "%s" ar "$@"\n' "$zig" >"$cache/bin/$h-ar"
                 printf '#!/bin/sh\nexec "%s" ranlib "$@"\n' "$zig" >"$cache/bin/$h-ranlib"
@@ -297,7 +299,7 @@ cross_build_deps() {
 
 # ---- sockferry ------------------------------------------------------------------------------------
 # -Werror as the Linux CI builds: the lines of one system are compiled nowhere else.
-setup_opts=(--buildtype=release -Dwerror=true)
+setup_opts=(--buildtype=release -Dwerror=true "${cross_setup_opts[@]}")
 # One build directory per source tree, options and target, so that a second run is incremental.
 src_key=$(printf '%s\n' "$src" "${setup_opts[@]}" | sha256sum | cut -c1-12)
 cross_build_sockferry() {

@@ -47,6 +47,16 @@ cross_sodium_args() {
         [ "$1" = x86_64 ] || return 0
         printf 'ax_cv_check_cflags___m%s=yes\n' mmx sse2 sse3 ssse3 sse4_1 avx avx2 avx512f aes pclmul rdrnd
 }
+# zig builds its C runtime (mingw-w64's libraries and compiler_rt, 60-75 s and a hundred CPU
+# seconds each time, measured) once per configuration a link asks for, and a cold build asked
+# for four: a C source at -O2 (LTO on), objects alone (LTO off), -O0 (meson's checks) and
+# -pie (sockferry's link). Without LTO and with frame pointers omitted at every level, every
+# link takes the same one; sockferry's objects are compiled as before (-O3 omits frame
+# pointers, and LTO never applied to a link of objects alone). PE has no position-dependent
+# executables: lld makes every image relocatable and DYNAMIC_BASE, HIGH_ENTROPY_VA and
+# NX_COMPAT are set whether meson passes -pie or not, so b_pie is off.
+cross_cc_flags="-fno-lto -fomit-frame-pointer"
+cross_setup_opts=(-Db_pie=false)
 cross_triplet_vendor_os=-w64-mingw32 cross_zig_os=windows-gnu cross_system=windows
 declare -A cross_cpu=()
 source "$(dirname "${BASH_SOURCE[0]}")/../cross/common.sh"
