@@ -225,12 +225,19 @@ say "$(date -u +%H:%M:%SZ) warm-up ${WARM_SECONDS}s, then ${SOAK_SECONDS}s of lo
 # of the shared link under a load average of 19 saw the container relay step from 7 100 to
 # 13 080 KiB in the load's first second and stay at 12 300 KiB, flat, through 200 000
 # connections.
-"$SF_LOAD" conns --connect "$EP" --seconds "$WARM_SECONDS" --concurrency 2 >"$T/warm-conns.out" 2>>"$T/client.log" &
-WARM_CONNS=$!
-STARTED+=("$WARM_CONNS")
-"$SF_LOAD" mixed --connect "$EP" --seconds "$WARM_SECONDS" --concurrency "$CONC" --wrong "unix:$T/wrong.sock" \
-        --junk "tcp:127.0.0.1:$PORT" >"$T/warm.out" 2>>"$T/client.log" || fail "warm-up load: $(cat "$T/warm.out") $(tail -n 2 "$T/client.log")"
-wait "$WARM_CONNS" || true # as the load's churn: its errors are counted, not judged
+# start_load SECONDS PHASE: the load's shape in the background, sf-load mixed ($MIXED, its
+# report in $T/PHASE-mixed.out) and the churn beside it ($CONNS, $T/PHASE-conns.out).
+start_load() {
+        "$SF_LOAD" mixed --connect "$EP" --seconds "$1" --concurrency "$CONC" --wrong "unix:$T/wrong.sock" \
+                --junk "tcp:127.0.0.1:$PORT" >"$T/$2-mixed.out" 2>>"$T/client.log" &
+        MIXED=$!
+        "$SF_LOAD" conns --connect "$EP" --seconds "$1" --concurrency 2 >"$T/$2-conns.out" 2>>"$T/client.log" &
+        CONNS=$!
+        STARTED+=("$MIXED" "$CONNS")
+}
+start_load "$WARM_SECONDS" warm
+wait "$MIXED" || fail "warm-up load: $(cat "$T/warm-mixed.out") $(tail -n 2 "$T/client.log")"
+wait "$CONNS" || true # as the load's churn: its errors are counted, not judged
 if busy=$(wait_inactive 60); then :; else fail "after the warm-up, connections still active in:$busy"; fi
 
 declare -A BASE_FDS BASE_RSS
@@ -245,12 +252,7 @@ BASE_TOTAL=$(psum "$OUT/stats-host-baseline.prom" sockferry_connections_total)
 # ---- the load ----
 
 printf 't_s\trelay\tfds\trss_kib\tactive\n' >"$OUT/samples.tsv"
-"$SF_LOAD" mixed --connect "$EP" --seconds "$SOAK_SECONDS" --concurrency "$CONC" --wrong "unix:$T/wrong.sock" \
-        --junk "tcp:127.0.0.1:$PORT" >"$T/mixed.out" 2>>"$T/client.log" &
-MIXED=$!
-"$SF_LOAD" conns --connect "$EP" --seconds "$SOAK_SECONDS" --concurrency 2 >"$T/conns.out" 2>>"$T/client.log" &
-CONNS=$!
-STARTED+=("$MIXED" "$CONNS")
+start_load "$SOAK_SECONDS" load
 start=$SECONDS
 next_restart=$((start + RESTART_EVERY))
 next_sample=$start
@@ -296,8 +298,8 @@ check_balance "after the load"
 
 {
         echo "# soak $(date -u +%Y-%m-%dT%H:%MZ): SOAK_SECONDS=$SOAK_SECONDS WARM_SECONDS=$WARM_SECONDS CONC=$CONC RESTART_EVERY=$RESTART_EVERY LINK=${LINK:-default}, $restarts upstream restarts; loadavg at the end $(cut -d' ' -f1-3 /proc/loadavg)"
-        echo "# load: $(cat "$T/mixed.out")"
-        echo "# churn beside it: $(cat "$T/conns.out")"
+        echo "# load: $(cat "$T/load-mixed.out")"
+        echo "# churn beside it: $(cat "$T/load-conns.out")"
         printf '%-6s %9s %9s %9s %11s %11s %11s %9s %9s %9s  %s\n' relay fds_base fds_peak fds_end rss_base_kib rss_peak_kib rss_end_kib total closed active errors
 } >"$OUT/report.txt"
 for r in "${RELAYS[@]}"; do
