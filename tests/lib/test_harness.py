@@ -280,16 +280,15 @@ with sfharness.Scene() as sc:
 def test_python_runs_without_malloc_perturb_and_what_it_starts_with_it():
     # meson test's MALLOC_PERTURB_ fills what the C under test mallocs and frees; the test
     # program and its Python servers run without it (sfservers.without_malloc_perturb).
-    env = dict(os.environ, MALLOC_PERTURB_="77")
+    env = dict(os.environ)
     env.pop("SF_MALLOC_PERTURB", None)
-    out = subprocess.run([sys.executable, "-c", PERTURB, HERE], env=env, capture_output=True, text=True,
-                         timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.splitlines() == ["self 0 77 False", "relay 77 server 0"], out.stdout
-    env["MALLOC_PERTURB_"] = "0"
-    out = subprocess.run([sys.executable, "-c", PERTURB, HERE], env=env, capture_output=True, text=True,
-                         timeout=60)
-    assert out.stdout.splitlines() == ["self 0 0 False", "relay 0 server 0"], out.stdout + out.stderr
+    for perturb in ("77", "0"):
+        env["MALLOC_PERTURB_"] = perturb
+        out = subprocess.run([sys.executable, "-c", PERTURB, HERE], env=env, capture_output=True, text=True,
+                             timeout=60)
+        assert out.returncode == 0, out.stderr
+        want = ["self 0 %s False" % perturb, "relay %s server 0" % perturb]
+        assert out.stdout.splitlines() == want, out.stdout + out.stderr
 
 
 # A test program for the runner: four tests and a fixture whose teardown fails for one of them.
