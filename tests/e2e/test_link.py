@@ -647,10 +647,10 @@ def test_a_client_that_waits_on_a_redial_hears_the_link_is_down(sc):
 
 def test_host_relay_stopped_then_continued(sc):
     """SIGSTOP (a host that sleeps): the container relay declares the link dead after two
-    missed pings (KEEPALIVE_S: 1 s, 3 s under valgrind), ends its open streams with that cause, turns new clients
-    away after connect-timeout with the link's state, and dials again and again: the stopped
-    host's kernel takes each dial into its listener's queue, where the handshake waits until
-    the container gives up on it. Once three dials wait there (two the container gave up on),
+    missed pings (KEEPALIVE_S: 1 s, 3 s under valgrind), ends its open streams with that
+    cause, turns new clients away after connect-timeout with the link's state, and dials again
+    and again: the stopped host's kernel takes each dial into its listener's queue, where the
+    handshake waits until the container gives up on it. Once three dials wait there (two the container gave up on),
     SIGCONT: the link comes back and the host relay holds no more descriptors than before."""
     e = fault_scene(sc, through_proxy=False, keepalive="%ds" % KEEPALIVE_S)
     served(e.path)
@@ -865,7 +865,7 @@ def test_1000_link_drops_leave_descriptors_and_memory_flat(sc):
 
 
 def test_bulk_stream_next_to_an_interactive_one(sc):
-    """A bulk stream up the link for a while (BULK_SECONDS) while an interactive client on
+    """A bulk stream up the link for 2 s (x WAIT_SCALE) while an interactive client on
     another stream of the same link keeps getting its answers: no round trip waits a second or
     more (issue 33: no stall >= 1 s), and N round trips in all; then a stalled reader of a big
     download stalls only its own stream. Round-trip times go to the log as comments (the
@@ -886,7 +886,7 @@ def test_bulk_stream_next_to_an_interactive_one(sc):
     wait_for(lambda: "link to %s up" % remote in cont.text(), what="the link up")
     # The bulk stream lasts a time, not a size: 100 MiB took 0.2 s on a fast machine, over
     # before a starved stream's one round trip could show as a stall. A starved stream waits
-    # the whole BULK_SECONDS, longer than the bound (STALL_S); a loaded CI machine was seen to
+    # the whole bulk_seconds, longer than the bound (stall_s); a loaded CI machine was seen to
     # hold one round trip for 0.54 s, well under it.
     bulk_seconds, stall_s = 2.0 * WAIT_SCALE, 1.0 * WAIT_SCALE
     # round trips the interactive stream must make while the bulk one is under way (measured:

@@ -84,7 +84,6 @@ Test(confsearch, falls_back_to_etc) {
         cr_assert_str_eq(sf_confsearch_places(places, sizeof places), want);
 }
 
-/* Runs the binary with args, returns its exit status and its output in log. */
 /* Whether a unix socket at path accepts a connection now. The file alone says too little: the
  * relay binds before it listens, and a connect in between is refused (seen in CI). */
 static bool accepting(const char *path) {
@@ -97,6 +96,7 @@ static bool accepting(const char *path) {
         return ok;
 }
 
+/* Runs the binary with args, returns its exit status and its output in log. */
 static int run_bin(char *const args[], char *log, size_t cap) {
         int out = memfd_create("out", MFD_CLOEXEC);
         cr_assert_geq(out, 0);
