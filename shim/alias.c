@@ -152,7 +152,7 @@ static enum sf_alias_result apply_at(const struct sf_forward *f, const struct sf
         if (same_file(a, f->listen.path))
                 return SF_ALIAS_IS_LISTEN;
 
-        switch (sf_sockpath_probe(a->base)) {
+        switch (sf_sockpath_probe_settled(a->base)) {
         case SF_PATH_MISSING:
                 return create_link(f, a);
         case SF_PATH_LIVE_SOCKET:

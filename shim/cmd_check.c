@@ -340,7 +340,7 @@ static bool probe_candidate(struct probe *p) {
 static const char *listen_problem(const struct sf_forward *f) {
         if (f->listen.kind != SF_EP_UNIX)
                 return NULL;
-        switch (sf_sockpath_probe(f->listen.path)) {
+        switch (sf_sockpath_probe_settled(f->listen.path)) {
         case SF_PATH_LIVE_SOCKET:
                 return NULL;
         case SF_PATH_MISSING:

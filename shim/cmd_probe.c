@@ -64,7 +64,7 @@ int sf_cmd_probe(int argc, char **argv) {
                                           argv[1], argv[1]);
         const char *path = argv[1];
 
-        switch (sf_sockpath_probe(path)) {
+        switch (sf_sockpath_probe_settled(path)) {
         case SF_PATH_LIVE_SOCKET:
                 printf("%s: live socket: a process accepts connections on it.\n", path);
                 return PROBE_LIVE;

@@ -43,7 +43,7 @@ static int clear_path(const char *name, const char *path, int dirfd, const char 
                        path);
                 return -EEXIST;
         }
-        switch (sf_sockpath_probe(base)) {
+        switch (sf_sockpath_probe_settled(base)) {
         case SF_PATH_MISSING:
                 return 0;
         case SF_PATH_STALE_SOCKET:

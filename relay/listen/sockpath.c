@@ -12,6 +12,8 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <uv.h>
+
 #include "relay/sys/platform.h"
 
 bool sf_sockpath_is_mount_point(const char *path) {
@@ -69,6 +71,20 @@ enum sf_sockpath_state sf_sockpath_probe(const char *path) {
         close(fd);
         errno = saved;
         return state;
+}
+
+enum sf_sockpath_state sf_sockpath_probe_settled(const char *path) {
+        /* A process makes a listening socket in two calls, bind() then listen(); connect()
+         * between them is refused as by a socket nobody will accept on. Under load that gap
+         * lasts as long as the binder waits for a CPU, so a refusal counts only when it lasts
+         * past a few scheduler periods: 1 + 10 + 100 ms, which a truly stale socket pays once. */
+        static const unsigned wait_ms[] = { 1, 10, 100 };
+        enum sf_sockpath_state st = sf_sockpath_probe(path);
+        for (size_t i = 0; i < sizeof wait_ms / sizeof wait_ms[0] && st == SF_PATH_STALE_SOCKET; i++) {
+                uv_sleep(wait_ms[i]);
+                st = sf_sockpath_probe(path);
+        }
+        return st;
 }
 
 const char *sf_sockpath_engine_hint(void) {

@@ -17,6 +17,11 @@ enum sf_sockpath_state {
 
 /* Examines path without changing anything. Follows symbolic links. */
 enum sf_sockpath_state sf_sockpath_probe(const char *path);
+/* sf_sockpath_probe, but a socket that refuses is stale only if it still refuses 111 ms later:
+ * one whose process has bound it and not yet listened is not. Blocks that long on a refusal:
+ * for the decisions that remove a socket or report it dead (start-up, a reload's new listen
+ * path, check, probe), never on the data path. */
+enum sf_sockpath_state sf_sockpath_probe_settled(const char *path);
 /* true when path is the root of a mount (relay/sys/platform.h, sf_mount_point). */
 bool sf_sockpath_is_mount_point(const char *path);
 /* true when path is a directory holding nothing but . and .. */
