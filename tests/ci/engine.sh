@@ -148,6 +148,11 @@ engine_stop_podman() {
         "$ENGINE" rmi -af >/dev/null 2>&1 || true
         kill "$engine_pid" 2>/dev/null
         wait "$engine_pid" 2>/dev/null
+        # conmon starts `podman --root DIR/root container cleanup` when a container ends, after
+        # `rm` has returned; one still running after the directory is gone makes its root and
+        # runroot again (seen: DIR/root and DIR/run left behind). Nothing outlives the stop.
+        for _ in $(seq 50); do pgrep -f -- "$engine_dir/" >/dev/null || break; sleep 0.1; done
+        pkill -KILL -f -- "$engine_dir/" 2>/dev/null || true
         grep -E " $engine_dir/" /proc/self/mounts | awk '{print $2}' | sort -r | while read -r m; do umount -l "$m"; done
         rm -rf "$engine_dir"
         return 0
