@@ -700,7 +700,9 @@ def test_host_relay_restarted(sc):
         # (the bound well under connect-timeout, however slow the build: WAIT_SCALE <= 3)
         assert time.monotonic() - start < 1.5 * WAIT_SCALE, "a client waited %.1f s for a host that refuses" % (
             time.monotonic() - start)
-    assert "Connection refused" in e.cont.text(), e.cont.text()
+    # (the clients may see their close before the line is in the log)
+    wait_for(lambda: "Connection refused" in e.cont.text(), timeout=5, what="the cause in the container relay's log",
+             detail=e.cont.text)
     host = host_relay(sc, e.d, e.host_conf)
     start = time.monotonic()
     served(e.path)

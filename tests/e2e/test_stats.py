@@ -160,7 +160,9 @@ token-file = {token}
     assert "not in allow-uid" in fwd(st, "denied")["last_error"]["message"]
     assert fwd(st, "refused")["active"] == 0 and fwd(st, "denied")["total"] == 0
     # the host relay saw the same two failures from its side
-    assert "auth rejected" in ln.host.text() and "upstream unavailable" in ln.host.text()
+    # (its lines may reach its log after the container relay has counted the failures)
+    wait_for(lambda: "auth rejected" in ln.host.text() and "upstream unavailable" in ln.host.text(), timeout=5,
+             what="the host relay's lines of both failures", detail=ln.host.text)
 
 
 def test_control_socket_rejects_bad_requests_and_stays_healthy(sc):
