@@ -47,7 +47,8 @@
 #                       trips (issue 33: stalled readers must stall only their own streams)
 #   WAKE_SECONDS=1      seconds of connections one at a time counted with perf stat (system
 #                       calls, epoll waits) and /proc (voluntary context switches: the times a
-#                       process slept and had to be woken) on each side; "–" without perf
+#                       process slept and had to be woken; CPU time) on each side; "–" for
+#                       perf's counts without perf
 #   NETS="loopback slirp"
 #   SLIRP_MTU=65520     (podman's default for slirp4netns)
 #   SLIRP_CIDR=198.19.240.0/24   the namespace's network (198.18.0.0/15); the gateway is .2
@@ -75,6 +76,7 @@ FIRST_GAP_MS=${FIRST_GAP_MS:-2}
 IDLE=${IDLE:-1000}
 STALLED=${STALLED:-200}
 WAKE_SECONDS=${WAKE_SECONDS:-1}
+CLK_TCK=$(getconf CLK_TCK)
 NETS=${NETS:-"loopback slirp"}
 SLIRP_MTU=${SLIRP_MTU:-65520}
 SLIRP_CIDR=${SLIRP_CIDR:-198.19.240.0/24}
@@ -115,6 +117,8 @@ busy_pct	machine busy % before	-	2
 steal_pct	CPU stolen by the host % during	-	2
 ctr_wake_conn	wake-ups per connection: container side	-	3
 host_wake_conn	… host side	-	3
+ctr_cpu_conn	CPU µs per connection: container side	-	3
+host_cpu_conn	… host side	-	3
 ctr_epoll_conn	epoll waits per connection: container side	-	3
 host_epoll_conn	… host side	-	3
 ctr_sys_conn	system calls per connection: container side	-	3
@@ -495,10 +499,12 @@ one() {
 }
 
 # Run $1's count of what one connection at a time costs each side of the running contender:
-# wake-ups (voluntary context switches, from /proc), and with perf its epoll waits and system
-# calls (tracepoints, counted in the kernel), per connection of WAKE_SECONDS of `conns`.
+# wake-ups (voluntary context switches, from /proc), CPU time (utime + stime, from /proc: in
+# ticks of 1/CLK_TCK s, a few thousand connections make it exact to a microsecond or two), and
+# with perf its epoll waits and system calls (tracepoints, counted in the kernel), per
+# connection of WAKE_SECONDS of `conns`.
 wake_tests() {
-        local run=$1 line n w0c w0h w1c w1h pc='' ph=''
+        local run=$1 line n w0c w0h w1c w1h c0c c0h c1c c1h pc='' ph=''
         if [[ -n $PERF_EVENTS ]]; then
                 perf stat -x, -o "$T/perf-ctr.txt" -e "$PERF_EVENTS" -p "$(tree "${CTR[@]}" | paste -sd,)" 2>>"$T/perf.log" &
                 pc=$!
@@ -509,7 +515,11 @@ wake_tests() {
         fi
         w0c=$(wakeups "${CTR[@]}")
         w0h=$(wakeups "${HOSTSIDE[@]}")
+        c0c=$(cpu_ticks "${CTR[@]}")
+        c0h=$(cpu_ticks "${HOSTSIDE[@]}")
         line=$(measure conns --concurrency 1 --seconds "$WAKE_SECONDS")
+        c1c=$(cpu_ticks "${CTR[@]}")
+        c1h=$(cpu_ticks "${HOSTSIDE[@]}")
         w1c=$(wakeups "${CTR[@]}")
         w1h=$(wakeups "${HOSTSIDE[@]}")
         if [[ -n $pc ]]; then
@@ -520,6 +530,8 @@ wake_tests() {
         ((${n:-0} > 0)) || return 0
         rec "$run" ctr_wake_conn "$(calc "($w1c - $w0c) / $n")"
         rec "$run" host_wake_conn "$(calc "($w1h - $w0h) / $n")"
+        rec "$run" ctr_cpu_conn "$(calc "($c1c - $c0c) * 1000000 / $CLK_TCK / $n")"
+        rec "$run" host_cpu_conn "$(calc "($c1h - $c0h) * 1000000 / $CLK_TCK / $n")"
         [[ -n $pc ]] || return 0
         rec "$run" ctr_epoll_conn "$(perf_count "$T/perf-ctr.txt" epoll "$n")"
         rec "$run" host_epoll_conn "$(perf_count "$T/perf-host.txt" epoll "$n")"
