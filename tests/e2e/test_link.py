@@ -869,9 +869,9 @@ def test_1000_link_drops_leave_descriptors_and_memory_flat(sc):
 def test_bulk_stream_next_to_an_interactive_one(sc):
     """A bulk stream up the link for 2 s (x WAIT_SCALE) while an interactive client on
     another stream of the same link keeps getting its answers: no round trip waits a second or
-    more (issue 33: no stall >= 1 s), and N round trips in all; then a stalled reader of a big
-    download stalls only its own stream. Round-trip times go to the log as comments (the
-    benchmark's business), not into asserts."""
+    more (issue 33: no stall >= 1 s), and they average a quarter of that or less; then a
+    stalled reader of a big download stalls only its own stream. Round-trip times go to the
+    log as comments (the benchmark's business), not into asserts."""
     d = sc.tmpdir()
     keygen(d)
     sc.server("after-eof", d + "/bulk.sock")
@@ -891,9 +891,6 @@ def test_bulk_stream_next_to_an_interactive_one(sc):
     # the whole bulk_seconds, longer than the bound (stall_s); a loaded CI machine was seen to
     # hold one round trip for 0.54 s, well under it.
     bulk_seconds, stall_s = 2.0 * WAIT_SCALE, 1.0 * WAIT_SCALE
-    # round trips the interactive stream must make while the bulk one is under way (measured:
-    # hundreds in 0.2 s here, over 300 under valgrind; a starved stream makes a handful)
-    rounds = 50
     sent = [0]
     result = {}
     under_way = threading.Event()
@@ -948,8 +945,14 @@ def test_bulk_stream_next_to_an_interactive_one(sc):
           flush=True)
     assert longest < stall_s, ("a round trip on the interactive stream took %.2f s while the %d MiB bulk one ran "
                                "(%.2f s): a stall (%.0f s at most)" % (longest, sent[0] // MIB, took, stall_s))
+    # Nor slow all along: its round trips average a quarter of the bound or less. A count, not a
+    # mean of the times: a starved stream's last round trip may end with the bulk. Measured:
+    # hundreds in 2 s on a quiet machine; 49 in 7.6 s (155 ms each) under valgrind in a cold CI
+    # run, where a fixed 50 had failed.
+    rounds = max(5, int(took / (stall_s / 4)))
     assert len(times) >= rounds, ("%d round trips on the interactive stream while the %d MiB bulk one ran (%.2f s), "
-                                  "expected %d at least" % (len(times), sent[0] // MIB, took, rounds))
+                                  "expected %d at least (%.2f s each)" % (len(times), sent[0] // MIB, took, rounds,
+                                                                          stall_s / 4))
 
     # a reader that stalls: 64 MiB asked for, nothing read for a while; the link's other
     # streams go on, then the stalled one gets every byte
@@ -960,7 +963,7 @@ def test_bulk_stream_next_to_an_interactive_one(sc):
     # its window fills: the bytes wait in its socket, unread
     wait_for(lambda: unread(stalled) > 0, what="the stalled reader's first bytes")
     steady(lambda: unread(stalled), "the stalled reader's unread bytes", interval=0.1)
-    for _ in range(rounds):
+    for _ in range(50):
         inter.round_trip()
     assert echo_once(d + "/c-echo.sock", b"a new stream too") == b"a new stream too"
     stalled.shutdown(socket.SHUT_WR)
