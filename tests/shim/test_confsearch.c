@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "relay/listen/sockpath.h"
 #include "shim/confsearch.h"
 
 static char dir[64];
@@ -82,18 +83,6 @@ Test(confsearch, falls_back_to_etc) {
                 cr_assert_null(got, "found %s", got);
         snprintf(want, sizeof want, "%s/.config/sockferry/sockferry.conf, then /etc/sockferry/sockferry.conf", dir);
         cr_assert_str_eq(sf_confsearch_places(places, sizeof places), want);
-}
-
-/* Whether a unix socket at path accepts a connection now. The file alone says too little: the
- * relay binds before it listens, and a connect in between is refused (seen in CI). */
-static bool accepting(const char *path) {
-        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        struct sockaddr_un sa = { .sun_family = AF_UNIX };
-        snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
-        bool ok = fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
-        if (fd >= 0)
-                close(fd);
-        return ok;
 }
 
 /* Runs the binary with args, returns its exit status and its output in log. */
@@ -191,12 +180,13 @@ Test(confsearch, check_pid_takes_the_relays_forwards) {
                 execl(bin, bin, "relay", "-q", "-c", "rel.conf", "--forward", spec, (char *)NULL);
                 _exit(127);
         }
-        /* One connection through each forward at most (the upstream never accepts: its backlog
-         * is what answers check). */
+        /* Until each forward accepts, not until its socket file exists: the relay binds before it
+         * listens, and a connect in between is refused (seen in CI). One connection through each
+         * forward at most (the upstream never accepts: its backlog is what answers check). */
         const char *listens[] = { a, b };
         for (int k = 0; k < 2; k++) {
                 bool ok = false;
-                for (int i = 0; i < 500 && !(ok = accepting(listens[k])); i++)
+                for (int i = 0; i < 500 && !(ok = sf_sockpath_probe(listens[k]) == SF_PATH_LIVE_SOCKET); i++)
                         usleep(10000);
                 cr_assert(ok, "the relay does not accept on %s", listens[k]);
         }
