@@ -650,8 +650,9 @@ def test_host_relay_stopped_then_continued(sc):
     missed pings (KEEPALIVE_S: 1 s, 3 s under valgrind), ends its open streams with that
     cause, turns new clients away after connect-timeout with the link's state, and dials again
     and again: the stopped host's kernel takes each dial into its listener's queue, where the
-    handshake waits until the container gives up on it. Once three dials wait there (two the container gave up on),
-    SIGCONT: the link comes back and the host relay holds no more descriptors than before."""
+    handshake waits until the container gives up on it. Once three dials wait there (two the
+    container gave up on), SIGCONT: the link comes back and the host relay holds no more
+    descriptors than before."""
     e = fault_scene(sc, through_proxy=False, keepalive="%ds" % KEEPALIVE_S)
     served(e.path)
     host_fds = e.host.fds()
@@ -744,7 +745,8 @@ def test_stalled_path_is_declared_dead_and_comes_back(sc):
     e.proxy.stall(True)
     stalled = time.monotonic()
     took = open_[0].ended(timeout=10)
-    assert time.monotonic() - stalled < 2 * KEEPALIVE_S + 3, "the open stream ended %.1f s after the path stalled" % took
+    assert time.monotonic() - stalled < 2 * KEEPALIVE_S + 3, (
+        "the open stream ended %.1f s after the path stalled" % took)
     wait_for(lambda: "link to %s down (no answer to 2 pings" % e.remote in e.cont.text(), what="the link down")
     text = e.cont.text()
     assert "upstream unavailable: the link to %s went down: no answer to 2 pings" % e.remote in text, text
