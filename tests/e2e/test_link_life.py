@@ -740,8 +740,13 @@ def test_a_host_that_stalls_the_handshake_then_is_replaced_serves_the_waiting_cl
     assert took < ct + SLOW, "the waiting client took %.2f s (connect-timeout = %ds)" % (took, ct)
 
 
+# It ends with the relay: started by the shell that then becomes the relay (exec), it asks to be
+# killed when that process ends. Before, it outlived the test by its hour of sleep, and kept
+# the test's network namespace with it.
 UDP_SINK = """
-import socket, time
+import ctypes, signal, socket, time
+PR_SET_PDEATHSIG = 1
+ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.bind(("127.0.0.1", 53))
 print("sink", flush=True)
