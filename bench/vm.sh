@@ -108,6 +108,7 @@ slirp_cpu_s_gib	slirp4netns CPU s/GiB	-	2
 rtt_p99_us	round trip p99 µs	-	2
 bulk_rtt_p99_us	… next to a bulk stream	-	2
 stalled_rtt_p99_us	… next to $STALLED stalled readers	-	2
+stalled_rtt_max_us	round trip max µs, next to $STALLED stalled readers	-	2
 stalled_rss_ctr_mib	RSS MiB, $STALLED stalled: container side	-	2
 stalled_rss_host_mib	… host side	-	2
 idle_rss_ctr_mib	RSS MiB, $IDLE idle: container side	-	2
@@ -202,6 +203,14 @@ targets() {
                         for (a = 2; a <= n; a++) for (b = a; b > 1 && s[b - 1] > s[b]; b--) { t = s[b]; s[b] = s[b - 1]; s[b - 1] = t }
                         return n % 2 ? s[(n + 1) / 2] : (s[n / 2] + s[n / 2 + 1]) / 2
                 }
+                # the highest of the runs: a stall in any run counts
+                function top(net, c, m,   k, a, x) {
+                        k = net SUBSEP c SUBSEP m
+                        if (!cnt[k]) return ""
+                        x = v[k, 1] + 0
+                        for (a = 2; a <= cnt[k]; a++) if (v[k, a] + 0 > x) x = v[k, a] + 0
+                        return x
+                }
                 # the ratio m(link) / m(base) against bound: ge (at least) or le (at most)
                 function cell(net, m, base, bound, how, c,   x, y, r) {
                         x = med(net, c == "" ? "link" : c, m); y = med(net, base, m)
@@ -256,6 +265,12 @@ targets() {
                                 row("*the same against the floor of a transparent pair (closes carried)*", "conns_s_c1", "floorc", 0.9, "ge", "")
                         self_row("a bulk stream raises its neighbour'"'"'s round-trip p99 at most 2× (24, 33)", "bulk_rtt_p99_us", "rtt_p99_us", 2)
                         self_row("stalled readers raise the neighbour'"'"'s round-trip p99 at most 2× (33 asks for the column; the bound is the bulk one)", "stalled_rtt_p99_us", "rtt_p99_us", 2)
+                        out = "| no round trip of the neighbour'"'"'s takes 1 s or more next to stalled readers, the longest of the runs (33)"
+                        for (n = 1; n <= nn; n++) {
+                                x = top(netl[n], "link", "stalled_rtt_max_us")
+                                out = out " | " (x == "" ? "–" : sprintf("%.1f ms %s", x / 1000, x < 1000000 ? "met" : "**short**"))
+                        }
+                        print out " |"
                         out = "| idle streams under 64 MiB per relay"
                         for (n = 1; n <= nn; n++) {
                                 x = med(netl[n], "link", "idle_rss_ctr_mib"); y = med(netl[n], "link", "idle_rss_host_mib")
@@ -569,6 +584,7 @@ streams_tests() {
                 sleep 0.5
                 line=$(measure pingpong --seconds "$SECONDS_PER")
                 rec "$run" stalled_rtt_p99_us "$(kv "$line" p99_us)"
+                rec "$run" stalled_rtt_max_us "$(kv "$line" max_us)"
                 if ((${#ROOTS[@]})); then
                         rec "$run" stalled_rss_ctr_mib "$(mib "$(status_kb VmRSS "${CTR[@]}")")"
                         rec "$run" stalled_rss_host_mib "$(mib "$(status_kb VmRSS "${HOSTSIDE[@]}")")"
