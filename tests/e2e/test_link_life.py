@@ -238,7 +238,7 @@ def rss_sampler(relays):
 def test_stalled_readers_and_uploads_stall_only_their_own_streams(sc):
     """200 clients of a service that writes forever read nothing, 200 uploads go to a service
     that never reads, and an interactive client of a third service on the same link keeps
-    getting every answer within 1 s. Then the stalled readers read: each stream's bytes flow
+    getting its answers, none of them waiting on the stalled streams. Then the stalled readers read: each stream's bytes flow
     again. Both relays' RSS stays within doc/PROTOCOL.md's bound: 512 KiB per open stream (its
     buffer in the link, and its connection's copy buffer) + 64 MiB."""
     n = 50 if VALGRIND else 200

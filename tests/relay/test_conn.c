@@ -59,9 +59,9 @@
 
 /* A handshake-timeout that the test's own side must beat before the one under test runs out
  * (a peer's hello or frame, the client's frame): each is a few steps of the loop, but a test
- * process that waits for a CPU on a loaded machine (seen: 80 ms, under two busy loops beside a
- * full CI run) lets a shorter one expire first, and the test sees another failure than it
- * provoked. */
+ * process that waits for a CPU on a loaded machine lets a shorter one expire first (80 ms did,
+ * under two busy loops beside a full CI run), and the test sees another failure than the one
+ * it provoked. */
 #define HS_MUST_BEAT "500ms"
 
 static uv_loop_t loop;
@@ -906,8 +906,8 @@ Test(conn, link_hello_failures_all_fail) {
 Test(conn, link_hello_failures_fall_through) {
         unsigned pa, pb;
         int la = tcp_listener(&pa, 4), lb = tcp_listener(&pb, 4);
-        forward(AF_UNIX, true, "t:unix:%s/l.sock=tcp:127.0.0.1:%u|tcp:127.0.0.1:%u,handshake-timeout=" HS_MUST_BEAT, tmp,
-                pa, pb);
+        forward(AF_UNIX, true,
+                "t:unix:%s/l.sock=tcp:127.0.0.1:%u|tcp:127.0.0.1:%u,handshake-timeout=" HS_MUST_BEAT, tmp, pa, pb);
         int cfd = client_unix();
         int afd = accept_one(la); /* says nothing */
         struct peer b = peer_accept(lb);
@@ -1190,7 +1190,8 @@ Test(conn, chained_every_dial_fails) {
 Test(conn, chained_hello_timeout) {
         unsigned pa;
         int la = tcp_listener(&pa, 4);
-        forward(AF_INET, true, "t:tcp:127.0.0.1:1=tcp:127.0.0.1:%u,connect-auth=token,handshake-timeout=" HS_MUST_BEAT, pa);
+        forward(AF_INET, true,
+                "t:tcp:127.0.0.1:1=tcp:127.0.0.1:%u,connect-auth=token,handshake-timeout=" HS_MUST_BEAT, pa);
         struct link_client l = client_link();
         client_frame(&l, &key, 0);
         int afd = accept_one(la);
