@@ -73,7 +73,8 @@ int main(int argc, char **argv) {
         }
         bool client = strcmp(argv[1], "client") == 0;
         struct sf_bufpool *pool = sf_bufpool_new(2, NULL);
-        struct sf_mux_config cfg = { .max_streams = 100, .stream_window = 262144, .link_window = 1048576, .resets_burst = 1000, .resets_per_s = 1000 };
+        struct sf_mux_config cfg = { .max_streams = 100, .stream_window = 262144, .link_window = 1048576,
+                                     .resets_burst = 1000, .resets_per_s = 1000 };
         if (sf_mux_new(client ? SF_MUX_CLIENT : SF_MUX_SERVER, &cfg, &ops, NULL, pool, &m) < 0)
                 return 1;
         if (client) {

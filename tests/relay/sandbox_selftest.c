@@ -1,7 +1,8 @@
 /* The relay's seccomp sandbox (relay/sys/sandbox.c), from outside: each case runs in a child that
  * sets the sandbox up as the relay does (sf_sandbox_prepare, a libuv loop, sf_sandbox_confine
- * with one pinned socket directory, sf_sandbox_apply) and then makes its system calls. What the relay does at steady state must still work, with
- * the loop running (libuv >= 1.45 would use io_uring there); hostile calls must kill the child
+ * with one pinned socket directory, sf_sandbox_apply) and then makes its system calls. What the
+ * relay does at steady state must still work, with the loop running (libuv >= 1.45 would use
+ * io_uring there); hostile calls must kill the child
  * with SIGSYS; any other call must fail with ENOSYS and be logged once, by name, while the
  * child lives on. TAP on stdout. (That the allowlist is enough for the real relay is shown by
  * the e2e suites, which run with the sandbox on.) */

@@ -556,7 +556,9 @@ Test(conn, plain_every_candidate_fails) {
         cr_assert_eq(fwd.stats->err_refused, 1);
         char want[512];
         snprintf(want, sizeof want,
-                 "upstream unavailable: every candidate failed: connect unix:%s/a.sock: No such file or directory", tmp);
+                 "upstream unavailable: every candidate failed: connect unix:%s/a.sock: "
+                 "No such file or directory",
+                 tmp);
         assert_log(want);
         snprintf(want, sizeof want, "; connect unix:%s/b.sock: No such file or directory", tmp);
         assert_log(want);

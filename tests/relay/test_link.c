@@ -193,7 +193,8 @@ static void setup(enum peer_kind kind, uint64_t keepalive_ms) {
         snprintf(ep.host, sizeof ep.host, "127.0.0.1");
         ep.port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
         snprintf(ep.text, sizeof ep.text, "tcp:127.0.0.1:%u", ep.port);
-        struct sf_mux_config mux = { .max_streams = 16, .stream_window = 65536, .link_window = 262144, .resets_burst = 1000, .resets_per_s = 1000 };
+        struct sf_mux_config mux = { .max_streams = 16, .stream_window = 65536, .link_window = 262144,
+                                     .resets_burst = 1000, .resets_per_s = 1000 };
         cparams = (struct sf_link_params){ .name = ep.text, .ep = &ep, .key = &key, .token_file = "test.token",
                                            .connect_timeout_ms = 2000, .handshake_timeout_ms = 2000,
                                            .keepalive_ms = keepalive_ms, .mux = mux };

@@ -514,7 +514,8 @@ static void server_said(struct seen *sn) {
                 const uint8_t *p = out + at + 9;
                 if (type == F_RST && sn->n_rst < 64) {
                         sn->rst_sid[sn->n_rst] = sid;
-                        sn->rst_code[sn->n_rst++] = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+                        sn->rst_code[sn->n_rst++] =
+                                (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
                 } else if (type == F_GOAWAY) {
                         sn->goaway = true;
                         sn->goaway_code = (uint32_t)p[4] << 24 | (uint32_t)p[5] << 16 | (uint32_t)p[6] << 8 | p[7];
@@ -687,8 +688,10 @@ Test(mux, stalled_readers_stall_only_their_own_streams) {
         cr_assert_eq(sf_mux_stream_send(ns, "pong", 4), 4);
         pump();
         char got[8];
-        cr_assert_eq(sf_mux_stream_recv(ns, got, sizeof got), 4, "the neighbour's request is stuck behind the stalled streams");
-        cr_assert_eq(sf_mux_stream_recv(nb, got, sizeof got), 4, "the neighbour's answer is stuck behind the stalled streams");
+        cr_assert_eq(sf_mux_stream_recv(ns, got, sizeof got), 4,
+                     "the neighbour's request is stuck behind the stalled streams");
+        cr_assert_eq(sf_mux_stream_recv(nb, got, sizeof got), 4,
+                     "the neighbour's answer is stuck behind the stalled streams");
         cr_assert_eq(memcmp(got, "pong", 4), 0);
         /* The stalled ones flow again once read. */
         static char sink[SF_BUF_SIZE];

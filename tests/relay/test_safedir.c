@@ -247,7 +247,8 @@ Test(safedir_open, the_sockets_users_directory_is_a_place_for_its_socket_only) {
         close(fd);
         cr_assert_eq(open_for(APP + 1, at("home/.gnupg/S.gpg-agent"), false, NULL), -EPERM, "another user's socket");
         const char *base;
-        cr_assert_eq(open_dir(at("home/.gnupg/S.gpg-agent"), false, &base), -EPERM, "a socket for nobody in particular");
+        cr_assert_eq(open_dir(at("home/.gnupg/S.gpg-agent"), false, &base), -EPERM,
+                     "a socket for nobody in particular");
         cr_assert_eq(chmod(at("home/.gnupg"), 0770), 0);
         cr_assert_eq(open_for(APP, at("home/.gnupg/S.gpg-agent"), false, NULL), -EPERM, "group-writable");
         cr_assert_eq(chmod(at("home/.gnupg"), 0700), 0);
@@ -399,7 +400,8 @@ Test(sockdir, a_user_that_cannot_make_run_sockferry_gets_its_own) {
         snprintf(want, sizeof want, "%s/sockferry", xdg);
         struct stat st;
         cr_assert_neq(stat(want, &st), 0, "the test mode made the directory");
-        cr_assert_neq(strcmp(tested.forwards[0].listen.path, "/run/sockferry/a.sock"), 0, "the test mode says the place");
+        cr_assert_neq(strcmp(tested.forwards[0].listen.path, "/run/sockferry/a.sock"), 0,
+                      "the test mode says the place");
         sf_conf_free(&tested);
         cr_assert_eq(sf_sockdir_apply(&c, SF_SOCKDIR_BIND), 0);
         cr_assert_eq(stat(want, &st), 0);

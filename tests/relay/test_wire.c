@@ -100,7 +100,8 @@ Test(wire, account_names_are_looked_up_by_the_far_end) {
         /* The far end resolves what it knows and refuses what it does not, naming it. */
         sf_conf_free(&host);
         host_init(&host);
-        cr_assert_eq(sf_conf_add_spec(&host, "a:unix:/run/a.sock=unix:/host/a.sock,owner=0,group=root,allow-uid=root 7"), 0);
+        cr_assert_eq(
+                sf_conf_add_spec(&host, "a:unix:/run/a.sock=unix:/host/a.sock,owner=0,group=root,allow-uid=root 7"), 0);
         cr_assert_eq(sf_conf_validate(&host), 0);
         round_trip(&host, &far);
         cr_assert(far.forwards[0].owner_set && far.forwards[0].owner == 0);
