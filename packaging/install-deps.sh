@@ -28,6 +28,9 @@ pkgs=(
         # compose.yaml read with python3-yaml, ruby -c of the Homebrew formula; ssh-add for
         # the attach tests and doc/MACOS.md §5 (containers stage)
         zsh fish python3-yaml ruby openssh-client
+        # tests/e2e/test_relay.py: strace holds the relay's listen() back to show that a socket's
+        # path appears only once it is listened on
+        strace
 )
 if [ "$group" = all ]; then
         pkgs+=(

@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <arpa/inet.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,8 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
+
+#include <sodium.h>
 
 #include "conf/log.h"
 #include "relay/listen/policy.h"
@@ -23,6 +26,8 @@
 #include "relay/sys/platform.h"
 
 #define LISTEN_BACKLOG 4096
+/* A name bind() takes whole: sun_path and its terminating NUL. */
+#define HIDDEN_MAX sizeof(((struct sockaddr_un *)0)->sun_path)
 
 /* Refuses anything at base in the pinned directory dirfd but a stale socket, which it
  * removes. Runs with dirfd as the working directory, so the probe's connect() reaches the
@@ -130,6 +135,54 @@ static void bind_failed(const char *name, const char *what, int e, uid_t uid) {
                        what, strerror(e), (unsigned)uid, sf_sockdir_own(own, sizeof own, NULL, 0));
 }
 
+/* A fresh hidden name for the socket before it gets its path base: random, so that nobody who
+ * may write in the directory can take it first, and with base in it where that fits, so that
+ * what lists sockets by the name they were bound to (ss -xl, lsof) still shows which one it
+ * is. */
+static void hidden_name(char *out, size_t cap, const char *base) {
+        uint8_t r[8];
+        char hex[2 * sizeof r + 1];
+        randombytes_buf(r, sizeof r);
+        sodium_bin2hex(hex, sizeof hex, r, sizeof r);
+        if ((size_t)snprintf(out, cap, ".%s.%s", base, hex) >= cap)
+                snprintf(out, cap, ".sockferry.%s", hex);
+}
+
+/* Binds fd under a hidden name in the working directory (the pinned one), in tmp. */
+static int bind_hidden(const char *name, const char *what, int fd, mode_t mode, const char *base,
+                       char tmp[static HIDDEN_MAX], uid_t as) {
+        if (sodium_init() < 0) {
+                sf_log(SF_LOG_ERROR, name, 0, "%s: libsodium failed to initialise (no usable random source?)", what);
+                return -EIO;
+        }
+        int r = -EADDRINUSE;
+        for (int i = 0; i < 4 && r == -EADDRINUSE; i++) {
+                struct sockaddr_un sa = { .sun_family = AF_UNIX };
+                hidden_name(tmp, HIDDEN_MAX, base);
+                snprintf(sa.sun_path, sizeof sa.sun_path, "%s", tmp);
+                r = bind_umask(fd, &sa, sizeof sa, mode);
+        }
+        if (r < 0)
+                bind_failed(name, what, -r, as);
+        return r;
+}
+
+/* Gives the socket, listening and owned as configured, its path. linkat() fails rather than
+ * replace what another process put there since clear_path() looked. The hidden name goes
+ * either way. */
+static int publish(const char *name, const char *what, int dirfd, const char *tmp, const char *base) {
+        int r = linkat(dirfd, tmp, dirfd, base, 0) < 0 ? -errno : 0;
+        if (r == -EEXIST)
+                sf_log(SF_LOG_ERROR, name, 0,
+                       "%s: something else appeared at the path while the socket was made; left untouched — find "
+                       "out what else manages it, or listen on another path",
+                       what);
+        else if (r < 0)
+                sf_log(SF_LOG_ERROR, name, 0, "%s: cannot give the socket its name (link): %s", what, strerror(-r));
+        unlinkat(dirfd, tmp, 0);
+        return r;
+}
+
 /* A listen path: its directory is opened and checked from / down (relay/listen/safedir.h) and stays
  * pinned in l->dirfd; the stale-socket check, bind, chown and the removal at close all go
  * through it. bind() takes a path only, and binding to /proc/self/fd/N/NAME is not honoured
@@ -139,11 +192,16 @@ static void bind_failed(const char *name, const char *what, int e, uid_t uid) {
  * (libuv starts its thread pool on first use, later), or at a reload on the loop's thread, while
  * the thread pool at most resolves names (absolute paths only): nothing else resolves a relative
  * path meanwhile; the old working directory is restored right after (a payload started by
- * `run` inherits it). */
+ * `run` inherits it).
+ *
+ * The socket is bound under a hidden name, given its owner and group, listened on, and only then
+ * linked to its path: whoever sees the path can connect at once. Bound under the path itself it
+ * would refuse connections between bind() and listen() (ECONNREFUSED, which a client takes for a
+ * relay that is not there), and the configured owner between bind() and chown() (EACCES). */
 static int bind_path(const struct sf_forward *f, const struct sf_safedir_policy *trust, int fd,
                      struct sf_listener *l) {
         const char *name = f->name, *path = f->listen.path, *base;
-        char what[SF_UNIX_PATH_MAX + 16];
+        char what[SF_UNIX_PATH_MAX + 16], tmp[HIDDEN_MAX];
         struct sf_safedir_found found;
         snprintf(what, sizeof what, "listen %s", f->listen.text);
         int dirfd = sf_safedir_open(trust, path, true, name, what, &base, &found);
@@ -160,18 +218,34 @@ static int bind_path(const struct sf_forward *f, const struct sf_safedir_policy 
                 bool as_user = r == 0 && found.users;
                 if (as_user)
                         r = sf_safedir_as_user(trust, name, what);
-                struct sockaddr_un sa = { .sun_family = AF_UNIX };
-                snprintf(sa.sun_path, sizeof sa.sun_path, "%s", base);
-                if (r == 0 && (r = bind_umask(fd, &sa, sizeof sa, f->mode)) < 0)
-                        bind_failed(name, what, -r, as_user ? trust->user : geteuid());
+                bool bound = false;
+                if (r == 0) {
+                        r = bind_hidden(name, what, fd, f->mode, base, tmp, as_user ? trust->user : geteuid());
+                        bound = r == 0;
+                }
                 if (r == 0 && as_user && f->group_set &&
-                    fchownat(dirfd, base, (uid_t)-1, f->group, AT_SYMLINK_NOFOLLOW) < 0) {
+                    fchownat(dirfd, tmp, (uid_t)-1, f->group, AT_SYMLINK_NOFOLLOW) < 0) {
                         r = -errno;
                         sf_log(SF_LOG_ERROR, name, 0,
                                "%s: cannot give the socket group %u as uid %u, in whose directory it is: %s",
                                what, (unsigned)f->group, (unsigned)trust->user, strerror(-r));
-                        unlinkat(dirfd, base, 0);
                 }
+                /* Made as its user, with its group, the socket has nothing left to change. */
+                if (r == 0 && !as_user && (f->owner_set || f->group_set) &&
+                    fchownat(dirfd, tmp, f->owner_set ? f->owner : (uid_t)-1, f->group_set ? f->group : (gid_t)-1,
+                             AT_SYMLINK_NOFOLLOW) < 0) {
+                        r = -errno;
+                        sf_log(SF_LOG_ERROR, name, 0, "%s: cannot set owner/group: %s%s", what, strerror(-r),
+                               r == -EPERM ? " — changing the owner needs root (CAP_CHOWN)" : "");
+                }
+                if (r == 0 && listen(fd, LISTEN_BACKLOG) < 0) {
+                        r = -errno;
+                        sf_log(SF_LOG_ERROR, name, 0, "%s: listen: %s", what, strerror(-r));
+                }
+                if (r == 0)
+                        r = publish(name, what, dirfd, tmp, base);
+                else if (bound)
+                        unlinkat(dirfd, tmp, 0);
                 if (as_user)
                         sf_fs_user_leave();
                 sf_safedir_leave(cwd);
@@ -191,16 +265,6 @@ static int bind_path(const struct sf_forward *f, const struct sf_safedir_policy 
         l->dev = st.st_dev;
         l->ino = st.st_ino;
         snprintf(l->path, sizeof l->path, "%s", path);
-        if (found.users)
-                return 0; /* made as its user, with its group: nothing left to change */
-        if ((f->owner_set || f->group_set) &&
-            fchownat(dirfd, base, f->owner_set ? f->owner : (uid_t)-1, f->group_set ? f->group : (gid_t)-1,
-                     AT_SYMLINK_NOFOLLOW) < 0) {
-                r = -errno;
-                sf_log(SF_LOG_ERROR, name, 0, "%s: cannot set owner/group: %s%s", what, strerror(-r),
-                       r == -EPERM ? " — changing the owner needs root (CAP_CHOWN)" : "");
-                return r;
-        }
         return 0;
 }
 
@@ -218,12 +282,13 @@ static int open_unix(const struct sf_forward *f, const struct sf_safedir_policy 
                 r = bind_umask(fd, &sa, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n), f->mode);
                 if (r < 0)
                         sf_log(SF_LOG_ERROR, f->name, 0, "listen %s: bind: %s", f->listen.text, strerror(-r));
+                if (r == 0 && listen(fd, LISTEN_BACKLOG) < 0) {
+                        r = -errno;
+                        sf_log(SF_LOG_ERROR, f->name, 0, "listen %s: listen: %s", f->listen.text, strerror(-r));
+                }
         } else {
+                /* Listening before its path appears (bind_path). */
                 r = bind_path(f, trust, fd, l);
-        }
-        if (r == 0 && listen(fd, LISTEN_BACKLOG) < 0) {
-                r = -errno;
-                sf_log(SF_LOG_ERROR, f->name, 0, "listen %s: listen: %s", f->listen.text, strerror(-r));
         }
         if (r < 0) {
                 close(fd);

@@ -35,7 +35,7 @@
 #define AF_VSOCK 40
 #endif
 
-/* Landlock is in force (sf_sandbox_confine): bind and unlinkat may be allowed. */
+/* Landlock is in force (sf_sandbox_confine): bind, linkat and unlinkat may be allowed. */
 static bool confined;
 
 /* Allowed whatever their arguments. Collected with strace -f over the relay, auth and fault
@@ -214,19 +214,27 @@ static int build(scmp_filter_ctx ctx) {
         }
 
         /* bind(): getaddrinfo's AI_ADDRCONFIG binds its netlink socket, and a socket bound to a
-         * path is a new file; unlinkat(): the relay removes its sockets through the pinned
-         * directory fds (never a directory: no AT_REMOVEDIR). Which paths they may touch a
-         * filter cannot see; Landlock decides that (sf_sandbox_confine). Without it both are
-         * refused, silently: glibc's address check then assumes both families, and the
-         * sockets stay on disk at exit. */
+         * path is a new file; linkat(): a new listener's socket gets its path once it listens
+         * (relay/listen/listener.c), never following a symbolic link (no AT_SYMLINK_FOLLOW);
+         * unlinkat(): the relay removes its sockets through the pinned directory fds (never a
+         * directory: no AT_REMOVEDIR). Which paths they may touch a filter cannot see; Landlock
+         * decides that (sf_sandbox_confine). Without it all three are refused, silently:
+         * glibc's address check then assumes both families, and the sockets stay on disk at
+         * exit. */
         if (r == 0 && confined)
                 r = add(ctx, SCMP_SYS(bind), 0, NULL);
+        if (r == 0 && confined) {
+                struct scmp_arg_cmp cmp[] = { SCMP_A4(SCMP_CMP_EQ, 0) };
+                r = add(ctx, SCMP_SYS(linkat), 1, cmp);
+        }
         if (r == 0 && confined) {
                 struct scmp_arg_cmp cmp[] = { SCMP_A2(SCMP_CMP_EQ, 0) };
                 r = add(ctx, SCMP_SYS(unlinkat), 1, cmp);
         }
         if (r == 0 && !confined)
                 r = add_action(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(bind), 0, NULL);
+        if (r == 0 && !confined)
+                r = add_action(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(linkat), 0, NULL);
         if (r == 0 && !confined)
                 r = add_action(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(unlinkat), 0, NULL);
 

@@ -8,8 +8,10 @@ import hashlib
 import json
 import os
 import resource
+import shutil
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -17,7 +19,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import sftap  # noqa: E402
 from sfharness import (Scene, connect, free_port, recv_all, run_sockferry, transfer_both_ways,  # noqa: E402
-                       wait_for, ENGINE, VALGRIND, WAIT_SCALE)
+                       wait_for, ENGINE, SOCKFERRY, VALGRIND, WAIT_SCALE)
 
 MIB = 1 << 20
 BIG = int(os.environ.get("SF_BIG_MIB", "64")) * MIB
@@ -344,6 +346,82 @@ def test_socket_mode_owner_group_exact(sc):
     assert oct(st.st_mode & 0o7777) == oct(0o640), oct(st.st_mode)
     assert st.st_uid == 65534 and st.st_gid == 65534, (st.st_uid, st.st_gid)
     assert oct(os.stat(d + "/sub").st_mode & 0o777) == oct(0o755)
+
+
+def held_back(calls, spec):
+    """argv of a relay with spec whose calls (a strace syscall set) strace holds back 0.3 s."""
+    if not shutil.which("strace"):
+        raise sftap.Skip("strace is not installed (packaging/install-deps.sh installs it)")
+    return ["strace", "-f", "-qq", "-o", "/dev/null", "-e", "trace=" + calls,
+            "-e", "inject=%s:delay_enter=300000" % calls, SOCKFERRY, "relay", "-F", spec]
+
+
+def test_socket_path_appears_listening_with_its_owner(sc):
+    """A client that connects the moment the socket's path appears is served, and finds the
+    socket's configured owner, group and mode: the relay binds under a hidden name, sets the owner,
+    listens, and only then links the path. strace holds each listen() and fchownat() of the relay
+    back 0.3 s, so that a socket bound under its path would be seen refusing connections
+    (ECONNREFUSED: "nothing is there") or owned by root."""
+    d = sc.tmpdir()
+    path = d + "/s.sock"
+    port = free_port()
+    sc.server("echo", "tcp:127.0.0.1:%d" % port)
+    tracer = sc.popen(held_back("listen,fchownat", "st:unix:%s=tcp:127.0.0.1:%d,owner=65534,group=65534,mode=0660"
+                                % (path, port)), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    refused, first, deadline = 0, None, time.monotonic() + 20 * WAIT_SCALE
+    while time.monotonic() < deadline and tracer.poll() is None:
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            continue
+        first = first or st
+        s = socket.socket(socket.AF_UNIX)
+        try:
+            s.connect(path)
+        except ConnectionRefusedError:
+            refused += 1
+            s.close()
+            continue
+        s.sendall(b"x")
+        assert s.recv(1) == b"x"
+        s.close()
+        break
+    else:
+        tracer.kill()
+        raise AssertionError("the socket never served a client: %s" % tracer.communicate()[1].decode())
+    st = first
+    assert refused == 0, "the path refused %d connections before the relay listened" % refused
+    assert (st.st_uid, st.st_gid, oct(st.st_mode & 0o7777)) == (65534, 65534, oct(0o660)), \
+        "the path appeared as uid %d gid %d mode %o" % (st.st_uid, st.st_gid, st.st_mode & 0o7777)
+    # The hidden name goes right after the link.
+    wait_for(lambda: os.listdir(d) == ["s.sock"], what="the directory to hold the socket alone",
+             detail=lambda: str(os.listdir(d)))
+    # strace's child is the relay; it ends as SIGTERM asks, and strace with it.
+    with open("/proc/%d/task/%d/children" % (tracer.pid, tracer.pid)) as f:
+        os.kill(int(f.read().split()[0]), signal.SIGTERM)
+    err = tracer.communicate(timeout=15 * WAIT_SCALE)[1].decode()
+    assert tracer.returncode == 0, err
+    assert os.listdir(d) == [], "left behind: %s" % os.listdir(d)
+
+
+def test_a_file_made_at_the_path_while_the_socket_is_made_is_left_untouched(sc):
+    """A file another process makes at the listen path after the relay checked it, while the
+    relay's socket waits under its hidden name for listen() (held back by strace), is neither
+    replaced nor removed: the relay says so and exits, and takes its hidden name with it."""
+    d = sc.tmpdir()
+    path = d + "/s.sock"
+    tracer = sc.popen(held_back("listen", "st:unix:%s=tcp:127.0.0.1:9" % path), stdout=subprocess.DEVNULL,
+                      stderr=subprocess.PIPE)
+    wait_for(lambda: any(n.startswith(".s.sock.") for n in os.listdir(d)),
+             what="the socket under its hidden name", detail=lambda: str(os.listdir(d)))
+    with open(path, "w") as f:
+        f.write("someone else's\n")
+    err = tracer.communicate(timeout=15 * WAIT_SCALE)[1].decode()
+    assert tracer.returncode == 1, (tracer.returncode, err)
+    assert "something else appeared at the path while the socket was made; left untouched" in err, err
+    with open(path) as f:
+        assert f.read() == "someone else's\n"
+    assert os.listdir(d) == ["s.sock"], "left behind: %s" % os.listdir(d)
 
 
 def test_sigterm_drains_active_connections(sc):

@@ -180,13 +180,16 @@ static int forbidden_ptrace(void) {
         return 12;
 }
 
-/* With Landlock: a socket made and removed in the pinned directory, as the relay's listeners
- * (and a reload's) are, and removed through the pinned fd. */
+/* With Landlock: a socket made in the pinned directory under a hidden name, linked to its path
+ * and the hidden name removed, as the relay's listeners (and a reload's) are, then removed
+ * through the pinned fd. */
 static int socket_made_and_removed_in_the_pinned_directory(void) {
         char p[160];
-        snprintf(p, sizeof p, "%s/s.sock", pinned);
+        snprintf(p, sizeof p, "%s/.hidden", pinned);
         if (bind_at(p) < 0)
                 return 30;
+        if (linkat(pinned_fd, ".hidden", pinned_fd, "s.sock", 0) < 0 || unlinkat(pinned_fd, ".hidden", 0) < 0)
+                return 29;
         if (!exists(pinned, "s.sock") || unlinkat(pinned_fd, "s.sock", 0) < 0 || exists(pinned, "s.sock"))
                 return 31;
         return 0;
@@ -203,7 +206,8 @@ static int nothing_removed_elsewhere(void) {
         return exists(other, "victim") ? 0 : 35;
 }
 
-/* No socket planted outside it. */
+/* No socket planted outside it: not bound there, not linked there from the pinned directory;
+ * nothing else linked into it. */
 static int no_socket_bound_elsewhere(void) {
         char p[160];
         snprintf(p, sizeof p, "%s/planted.sock", other);
@@ -212,7 +216,16 @@ static int no_socket_bound_elsewhere(void) {
         snprintf(p, sizeof p, "%s/../planted.sock", pinned);
         if (bind_at(p) == 0 || errno != EACCES)
                 return 37;
-        return exists(other, "planted.sock") || exists(dir, "planted.sock") ? 38 : 0;
+        snprintf(p, sizeof p, "%s/s.sock", pinned);
+        if (bind_at(p) < 0)
+                return 39;
+        /* EXDEV where only the right to link across directories is missing, else EACCES. */
+        if (linkat(pinned_fd, "s.sock", pinned_fd, "../other/planted.sock", 0) == 0 ||
+            (errno != EACCES && errno != EXDEV))
+                return 43;
+        if (linkat(pinned_fd, "../other/victim", pinned_fd, "victim2", 0) == 0 || (errno != EACCES && errno != EXDEV))
+                return 44;
+        return exists(other, "planted.sock") || exists(dir, "planted.sock") || exists(pinned, "victim2") ? 38 : 0;
 }
 
 /* Where the kernel (or a container's profile) has no Landlock: no socket bound and no file
@@ -226,6 +239,8 @@ static int without_landlock_nothing_bound_or_removed(void) {
                 return 40;
         if (unlinkat(pinned_fd, "victim", 0) == 0 || errno != EACCES || !exists(pinned, "victim"))
                 return 41;
+        if (linkat(pinned_fd, "victim", pinned_fd, "victim2", 0) == 0 || errno != EACCES || exists(pinned, "victim2"))
+                return 45;
         if (getaddrinfo("localhost", "80", &hints, &res) != 0)
                 return 42;
         freeaddrinfo(res);
@@ -342,13 +357,13 @@ static const struct {
           " getppid (" },
         { "getppid in a threadpool thread: ENOSYS, logged", refused_in_a_worker_thread, 0, " getppid (" },
         { "io_uring_setup fails with ENOSYS, not logged", io_uring_setup_silently_enosys, 0, "" },
-        { "Landlock: a socket is bound and removed in the pinned directory",
+        { "Landlock: a socket is bound, linked to its path and removed in the pinned directory",
           socket_made_and_removed_in_the_pinned_directory, 0, "", 1 },
         { "Landlock: no file removed outside the pinned directory, not through .. either",
           nothing_removed_elsewhere, 0, "", 1 },
-        { "Landlock: no socket bound outside the pinned directory", no_socket_bound_elsewhere, 0, "", 1 },
+        { "Landlock: no socket bound or linked outside the pinned directory", no_socket_bound_elsewhere, 0, "", 1 },
         { "unlink() by path fails with ENOSYS, logged", refused_unlink_by_path, 0, " unlink (" },
-        { "without Landlock: nothing bound or removed once started, names still resolve",
+        { "without Landlock: nothing bound, linked or removed once started, names still resolve",
           without_landlock_nothing_bound_or_removed, 0, "", -1 },
 };
 
