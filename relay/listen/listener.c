@@ -177,6 +177,11 @@ static int publish(const char *name, const char *what, int dirfd, const char *tm
                        "%s: something else appeared at the path while the socket was made; left untouched — find "
                        "out what else manages it, or listen on another path",
                        what);
+        else if (r == -EPERM || r == -EOPNOTSUPP || r == -ENOTSUP || r == -EMLINK)
+                sf_log(SF_LOG_ERROR, name, 0,
+                       "%s: cannot give the socket its name (link): %s — the file system there takes no hard "
+                       "links; listen on a local one (/run/sockferry/NAME.sock)",
+                       what, strerror(-r));
         else if (r < 0)
                 sf_log(SF_LOG_ERROR, name, 0, "%s: cannot give the socket its name (link): %s", what, strerror(-r));
         unlinkat(dirfd, tmp, 0);

@@ -19,7 +19,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 import sftap  # noqa: E402
 from sfharness import (Scene, connect, free_port, recv_all, run_sockferry, transfer_both_ways,  # noqa: E402
-                       wait_for, ENGINE, SOCKFERRY, VALGRIND, WAIT_SCALE)
+                       wait_for, ENGINE, SANITIZED, SOCKFERRY, VALGRIND, WAIT_SCALE)
 
 MIB = 1 << 20
 BIG = int(os.environ.get("SF_BIG_MIB", "64")) * MIB
@@ -348,12 +348,18 @@ def test_socket_mode_owner_group_exact(sc):
     assert oct(os.stat(d + "/sub").st_mode & 0o777) == oct(0o755)
 
 
-def held_back(calls, spec):
-    """argv of a relay with spec whose calls (a strace syscall set) strace holds back 0.3 s."""
+def held_back(sc, calls, spec):
+    """A relay with spec whose calls (a strace syscall set) strace holds back 0.3 s: the strace
+    process, its stderr piped. LeakSanitizer cannot run under ptrace (every other test of a
+    sanitizer build checks for leaks)."""
     if not shutil.which("strace"):
         raise sftap.Skip("strace is not installed (packaging/install-deps.sh installs it)")
-    return ["strace", "-f", "-qq", "-o", "/dev/null", "-e", "trace=" + calls,
-            "-e", "inject=%s:delay_enter=300000" % calls, SOCKFERRY, "relay", "-F", spec]
+    env = dict(os.environ)
+    if SANITIZED:
+        env["ASAN_OPTIONS"] = env.get("ASAN_OPTIONS", "") + ":detect_leaks=0"
+    return sc.popen(["strace", "-f", "-qq", "-o", "/dev/null", "-e", "trace=" + calls,
+                     "-e", "inject=%s:delay_enter=300000" % calls, SOCKFERRY, "relay", "-F", spec],
+                    env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
 def test_socket_path_appears_listening_with_its_owner(sc):
@@ -366,8 +372,8 @@ def test_socket_path_appears_listening_with_its_owner(sc):
     path = d + "/s.sock"
     port = free_port()
     sc.server("echo", "tcp:127.0.0.1:%d" % port)
-    tracer = sc.popen(held_back("listen,fchownat", "st:unix:%s=tcp:127.0.0.1:%d,owner=65534,group=65534,mode=0660"
-                                % (path, port)), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    tracer = held_back(sc, "listen,fchownat",
+                       "st:unix:%s=tcp:127.0.0.1:%d,owner=65534,group=65534,mode=0660" % (path, port))
     refused, first, deadline = 0, None, time.monotonic() + 20 * WAIT_SCALE
     while time.monotonic() < deadline and tracer.poll() is None:
         try:
@@ -410,8 +416,7 @@ def test_a_file_made_at_the_path_while_the_socket_is_made_is_left_untouched(sc):
     replaced nor removed: the relay says so and exits, and takes its hidden name with it."""
     d = sc.tmpdir()
     path = d + "/s.sock"
-    tracer = sc.popen(held_back("listen", "st:unix:%s=tcp:127.0.0.1:9" % path), stdout=subprocess.DEVNULL,
-                      stderr=subprocess.PIPE)
+    tracer = held_back(sc, "listen", "st:unix:%s=tcp:127.0.0.1:9" % path)
     wait_for(lambda: any(n.startswith(".s.sock.") for n in os.listdir(d)),
              what="the socket under its hidden name", detail=lambda: str(os.listdir(d)))
     with open(path, "w") as f:
