@@ -167,23 +167,44 @@ static int bind_hidden(const char *name, const char *what, int fd, mode_t mode, 
         return r;
 }
 
+static int link_path(int dirfd, const char *tmp, const char *base) {
+        return linkat(dirfd, tmp, dirfd, base, 0) < 0 ? -errno : 0;
+}
+
 /* Gives the socket, listening and owned as configured, its path. linkat() fails rather than
- * replace what another process put there since clear_path() looked. The hidden name goes
- * either way. */
-static int publish(const char *name, const char *what, int dirfd, const char *tmp, const char *base) {
-        int r = linkat(dirfd, tmp, dirfd, base, 0) < 0 ? -errno : 0;
+ * replace what another process put there since clear_path() looked. given: the socket's owner
+ * is another uid than the relay's. The hidden name goes either way. */
+static int publish(const struct sf_forward *f, const char *what, int dirfd, const char *tmp, const char *base,
+                   bool given) {
+        int r = link_path(dirfd, tmp, base);
+        if (r == -EPERM && given && fchownat(dirfd, tmp, geteuid(), (gid_t)-1, AT_SYMLINK_NOFOLLOW) == 0) {
+                /* fs.protected_hardlinks: without CAP_FOWNER (a container started with
+                 * --cap-drop ALL --cap-add CHOWN) only a file's owner may link it. The socket is
+                 * the relay's for the link and its owner's right after, at its path, as before
+                 * hidden names: in a directory nobody else may change (a user's own directory
+                 * never gets here, the socket is made as that user there). */
+                r = link_path(dirfd, tmp, base);
+                if (r == 0 && fchownat(dirfd, base, f->owner, (gid_t)-1, AT_SYMLINK_NOFOLLOW) < 0) {
+                        r = -errno;
+                        sf_log(SF_LOG_ERROR, f->name, 0, "%s: cannot set owner/group: %s", what, strerror(-r));
+                        unlinkat(dirfd, base, 0);
+                        unlinkat(dirfd, tmp, 0);
+                        return r;
+                }
+        }
         if (r == -EEXIST)
-                sf_log(SF_LOG_ERROR, name, 0,
+                sf_log(SF_LOG_ERROR, f->name, 0,
                        "%s: something else appeared at the path while the socket was made; left untouched — find "
                        "out what else manages it, or listen on another path",
                        what);
         else if (r == -EPERM || r == -EOPNOTSUPP || r == -ENOTSUP || r == -EMLINK)
-                sf_log(SF_LOG_ERROR, name, 0,
+                sf_log(SF_LOG_ERROR, f->name, 0,
                        "%s: cannot give the socket its name (link): %s — the file system there takes no hard "
                        "links; listen on a local one (/run/sockferry/NAME.sock)",
                        what, strerror(-r));
         else if (r < 0)
-                sf_log(SF_LOG_ERROR, name, 0, "%s: cannot give the socket its name (link): %s", what, strerror(-r));
+                sf_log(SF_LOG_ERROR, f->name, 0, "%s: cannot give the socket its name (link): %s", what,
+                       strerror(-r));
         unlinkat(dirfd, tmp, 0);
         return r;
 }
@@ -248,7 +269,7 @@ static int bind_path(const struct sf_forward *f, const struct sf_safedir_policy 
                         sf_log(SF_LOG_ERROR, name, 0, "%s: listen: %s", what, strerror(-r));
                 }
                 if (r == 0)
-                        r = publish(name, what, dirfd, tmp, base);
+                        r = publish(f, what, dirfd, tmp, base, !as_user && f->owner_set && f->owner != geteuid());
                 else if (bound)
                         unlinkat(dirfd, tmp, 0);
                 if (as_user)

@@ -348,6 +348,31 @@ def test_socket_mode_owner_group_exact(sc):
     assert oct(os.stat(d + "/sub").st_mode & 0o777) == oct(0o755)
 
 
+def test_socket_owner_without_cap_fowner(sc):
+    """Without CAP_FOWNER (a container started with --cap-drop ALL --cap-add CHOWN), the kernel's
+    fs.protected_hardlinks lets only a file's owner link it: the relay links its socket while it
+    is its own and gives it to its owner right after. The socket serves, with exactly the
+    configured owner, group and mode, and nothing else is left in its directory."""
+    if not shutil.which("setpriv"):
+        raise sftap.Skip("setpriv (util-linux) is not installed")
+    with open("/proc/sys/fs/protected_hardlinks") as f:
+        if f.read().strip() != "1":
+            raise sftap.Skip("fs.protected_hardlinks is 0 here: nothing would refuse the link")
+    d = sc.tmpdir()
+    port = free_port()
+    sc.server("echo", "tcp:127.0.0.1:%d" % port)
+    sc.relay(["relay", "-F", "fo:unix:%s/s.sock=tcp:127.0.0.1:%d,owner=65534,group=65534,mode=0660" % (d, port)],
+             prefix=["setpriv", "--bounding-set", "-fowner", "--"])
+    st = os.stat(d + "/s.sock")
+    assert (st.st_uid, st.st_gid, oct(st.st_mode & 0o7777)) == (65534, 65534, oct(0o660)), \
+        (st.st_uid, st.st_gid, oct(st.st_mode & 0o7777))
+    s = connect(d + "/s.sock")
+    s.sendall(b"f")
+    assert s.recv(1) == b"f"
+    s.close()
+    assert os.listdir(d) == ["s.sock"], os.listdir(d)
+
+
 def held_back(sc, calls, spec):
     """A relay with spec whose calls (a strace syscall set) strace holds back 0.3 s: the strace
     process, its stderr piped. LeakSanitizer cannot run under ptrace (every other test of a
