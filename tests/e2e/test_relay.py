@@ -355,6 +355,9 @@ def test_socket_owner_without_cap_fowner(sc):
     configured owner, group and mode, and nothing else is left in its directory."""
     if not shutil.which("setpriv"):
         raise sftap.Skip("setpriv (util-linux) is not installed")
+    probe = subprocess.run(["setpriv", "--bounding-set", "-fowner", "--", "true"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        raise sftap.Skip("setpriv cannot drop CAP_FOWNER here: %s" % probe.stderr.strip())
     with open("/proc/sys/fs/protected_hardlinks") as f:
         if f.read().strip() != "1":
             raise sftap.Skip("fs.protected_hardlinks is 0 here: nothing would refuse the link")
@@ -379,12 +382,26 @@ def held_back(sc, calls, spec):
     sanitizer build checks for leaks)."""
     if not shutil.which("strace"):
         raise sftap.Skip("strace is not installed (packaging/install-deps.sh installs it)")
+    probe = subprocess.run(["strace", "-qq", "-o", "/dev/null", "-e", "inject=listen:delay_enter=1", "true"],
+                           capture_output=True, text=True)
+    if probe.returncode != 0:
+        raise sftap.Skip("strace cannot trace here (no ptrace in this container?): %s" % probe.stderr.strip())
     env = dict(os.environ)
     if SANITIZED:
         env["ASAN_OPTIONS"] = env.get("ASAN_OPTIONS", "") + ":detect_leaks=0"
-    return sc.popen(["strace", "-f", "-qq", "-o", "/dev/null", "-e", "trace=" + calls,
-                     "-e", "inject=%s:delay_enter=300000" % calls, SOCKFERRY, "relay", "-F", spec],
-                    env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    tracer = sc.popen(["strace", "-f", "-qq", "-o", "/dev/null", "-e", "trace=" + calls,
+                       "-e", "inject=%s:delay_enter=300000" % calls, SOCKFERRY, "relay", "-F", spec],
+                      env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    # A killed strace lets its tracee run on: the end of the test kills both, as a group.
+    sc.callback(kill_group, tracer.pid)
+    return tracer
+
+
+def kill_group(pgid):
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def test_socket_path_appears_listening_with_its_owner(sc):
