@@ -167,13 +167,22 @@ static int bind_hidden(const char *name, const char *what, int fd, mode_t mode, 
         return r;
 }
 
+/* listen() on a bound unix socket, logged. */
+static int listen_unix(const struct sf_forward *f, int fd) {
+        if (listen(fd, LISTEN_BACKLOG) == 0)
+                return 0;
+        int r = -errno;
+        sf_log(SF_LOG_ERROR, f->name, 0, "listen %s: listen: %s", f->listen.text, strerror(-r));
+        return r;
+}
+
 static int link_path(int dirfd, const char *tmp, const char *base) {
         return linkat(dirfd, tmp, dirfd, base, 0) < 0 ? -errno : 0;
 }
 
 /* Gives the socket, listening and owned as configured, its path. linkat() fails rather than
  * replace what another process put there since clear_path() looked. given: the socket's owner
- * is another uid than the relay's. The hidden name goes either way. */
+ * is another uid than the relay's. The caller removes the hidden name. */
 static int publish(const struct sf_forward *f, const char *what, int dirfd, const char *tmp, const char *base,
                    bool given) {
         int r = link_path(dirfd, tmp, base);
@@ -188,7 +197,6 @@ static int publish(const struct sf_forward *f, const char *what, int dirfd, cons
                         r = -errno;
                         sf_log(SF_LOG_ERROR, f->name, 0, "%s: cannot set owner/group: %s", what, strerror(-r));
                         unlinkat(dirfd, base, 0);
-                        unlinkat(dirfd, tmp, 0);
                         return r;
                 }
         }
@@ -205,7 +213,6 @@ static int publish(const struct sf_forward *f, const char *what, int dirfd, cons
         else if (r < 0)
                 sf_log(SF_LOG_ERROR, f->name, 0, "%s: cannot give the socket its name (link): %s", what,
                        strerror(-r));
-        unlinkat(dirfd, tmp, 0);
         return r;
 }
 
@@ -264,13 +271,12 @@ static int bind_path(const struct sf_forward *f, const struct sf_safedir_policy 
                         sf_log(SF_LOG_ERROR, name, 0, "%s: cannot set owner/group: %s%s", what, strerror(-r),
                                r == -EPERM ? " — changing the owner needs root (CAP_CHOWN)" : "");
                 }
-                if (r == 0 && listen(fd, LISTEN_BACKLOG) < 0) {
-                        r = -errno;
-                        sf_log(SF_LOG_ERROR, name, 0, "%s: listen: %s", what, strerror(-r));
-                }
+                if (r == 0)
+                        r = listen_unix(f, fd);
                 if (r == 0)
                         r = publish(f, what, dirfd, tmp, base, !as_user && f->owner_set && f->owner != geteuid());
-                else if (bound)
+                /* Published or not, the hidden name goes. */
+                if (bound)
                         unlinkat(dirfd, tmp, 0);
                 if (as_user)
                         sf_fs_user_leave();
@@ -308,10 +314,8 @@ static int open_unix(const struct sf_forward *f, const struct sf_safedir_policy 
                 r = bind_umask(fd, &sa, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n), f->mode);
                 if (r < 0)
                         sf_log(SF_LOG_ERROR, f->name, 0, "listen %s: bind: %s", f->listen.text, strerror(-r));
-                if (r == 0 && listen(fd, LISTEN_BACKLOG) < 0) {
-                        r = -errno;
-                        sf_log(SF_LOG_ERROR, f->name, 0, "listen %s: listen: %s", f->listen.text, strerror(-r));
-                }
+                if (r == 0)
+                        r = listen_unix(f, fd);
         } else {
                 /* Listening before its path appears (bind_path). */
                 r = bind_path(f, trust, fd, l);
